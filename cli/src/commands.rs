@@ -1,0 +1,237 @@
+//! The command grammar and one small function per command.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::json;
+
+use sessionlog_engine::check::{check_file, CheckOptions, FileReport};
+use sessionlog_format::gen::GenOptions;
+use sessionlog_format::{Compression, ReadOptions, Recovery, SnapshotMode};
+
+use crate::output::{print_json, progress, EXIT_FAULT, EXIT_OK};
+
+/// sessionlog: a storage engine and toolkit for dsh agent session logs.
+#[derive(Debug, Parser)]
+#[command(name = "sessionlog", version, about)]
+pub struct Cli {
+    /// Print exactly one JSON document on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+    /// No progress bars and no notes.
+    #[arg(long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decode files and check every rule; exit 1 when any file is invalid.
+    Check(CheckArgs),
+    /// Print a log's events as canonical JSONL of its own version.
+    Cat(CatArgs),
+    /// Write a deterministic, valid synthetic V3 session.
+    Gen(GenArgs),
+}
+
+#[derive(Debug, Args)]
+struct InputArgs {
+    /// Read normalized snapshot recordings (seq = row index, time = 0).
+    #[arg(long, value_enum, default_value_t = SnapshotArg::Auto, num_args = 0..=1, require_equals = true, default_missing_value = "on")]
+    snapshot: SnapshotArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SnapshotArg {
+    /// Detect from header placeholders or a first row without `seq`.
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RecoveryArg {
+    /// Any fault is an error.
+    Strict,
+    /// Withhold a faulty row and its suffix, unless a later turn/end proves it committed.
+    Recoverable,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// dsh session logs of any version, raw or .jsonl.zstd.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct CatArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// What to do with a faulty row.
+    #[arg(long, value_enum, default_value_t = RecoveryArg::Strict)]
+    recovery: RecoveryArg,
+    /// A dsh session log of any version, raw or .jsonl.zstd.
+    file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct GenArgs {
+    /// Number of events to write.
+    #[arg(long)]
+    events: u64,
+    /// Seed of the deterministic generator.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write .jsonl.zstd, one frame per batch.
+    #[arg(long)]
+    zstd: bool,
+    /// The file to create; an existing file is never overwritten.
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+}
+
+impl From<SnapshotArg> for SnapshotMode {
+    fn from(arg: SnapshotArg) -> SnapshotMode {
+        match arg {
+            SnapshotArg::Auto => SnapshotMode::Auto,
+            SnapshotArg::On => SnapshotMode::On,
+            SnapshotArg::Off => SnapshotMode::Off,
+        }
+    }
+}
+
+impl From<RecoveryArg> for Recovery {
+    fn from(arg: RecoveryArg) -> Recovery {
+        match arg {
+            RecoveryArg::Strict => Recovery::Strict,
+            RecoveryArg::Recoverable => Recovery::Recoverable,
+        }
+    }
+}
+
+/// Output settings every command shares.
+#[derive(Debug, Clone, Copy)]
+struct Global {
+    json: bool,
+    quiet: bool,
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let global = Global {
+        json: cli.json,
+        quiet: cli.quiet,
+    };
+    match cli.command {
+        Command::Check(args) => check(global, args),
+        Command::Cat(args) => cat(args),
+        Command::Gen(args) => gen(global, args),
+    }
+}
+
+fn check(global: Global, args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let options = CheckOptions {
+        snapshot: args.input.snapshot.into(),
+    };
+    let reports: Vec<FileReport> = args.files.iter().map(|f| check_file(f, options)).collect();
+    for report in &reports {
+        let file = report.file.display();
+        if report.snapshot && !global.quiet {
+            eprintln!(
+                "{file}: note: read as a normalized snapshot recording (seq = row index, time = 0)"
+            );
+        }
+        for error in &report.errors {
+            let seq = error.seq.map(|s| format!("seq {s}: ")).unwrap_or_default();
+            eprintln!(
+                "{file}:{}: {seq}{} [{}]",
+                error.line, error.message, error.rule
+            );
+        }
+    }
+    if global.json {
+        print_json(&json!({ "files": reports.iter().map(report_json).collect::<Vec<_>>() }))?;
+    } else if !global.quiet {
+        let mut out = io::stdout().lock();
+        for report in reports.iter().filter(|r| r.ok) {
+            let version = report.version.map(|v| format!("v{v}")).unwrap_or_default();
+            writeln!(
+                out,
+                "{}: ok ({version}, {} events)",
+                report.file.display(),
+                report.events
+            )?;
+        }
+    }
+    let all_ok = reports.iter().all(|r| r.ok);
+    Ok(ExitCode::from(if all_ok { EXIT_OK } else { EXIT_FAULT }))
+}
+
+fn report_json(report: &FileReport) -> serde_json::Value {
+    let errors: Vec<_> = report
+        .errors
+        .iter()
+        .map(|e| json!({ "line": e.line, "seq": e.seq, "rule": e.rule, "message": e.message }))
+        .collect();
+    json!({
+        "file": report.file.display().to_string(),
+        "version": report.version,
+        "ok": report.ok,
+        "events": report.events,
+        "compressed": report.compressed,
+        "snapshot": report.snapshot,
+        "errors": errors,
+    })
+}
+
+fn cat(args: CatArgs) -> anyhow::Result<ExitCode> {
+    let options = ReadOptions {
+        recovery: args.recovery.into(),
+        snapshot: args.input.snapshot.into(),
+    };
+    let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    sessionlog_engine::cat::cat_file(&args.file, options, &mut out)?;
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+fn gen(global: Global, args: GenArgs) -> anyhow::Result<ExitCode> {
+    let options = GenOptions {
+        events: args.events,
+        seed: args.seed,
+    };
+    let compression = if args.zstd {
+        Compression::Zstd
+    } else {
+        Compression::None
+    };
+    let bar = progress(args.events, global.quiet || global.json, "generating");
+    let written =
+        sessionlog_engine::generate::generate_file(&args.output, options, compression, &mut |n| {
+            bar.set_position(n)
+        })
+        .with_context(|| format!("cannot generate {}", args.output.display()))?;
+    bar.finish_and_clear();
+    let file = args.output.display().to_string();
+    if global.json {
+        print_json(&json!({
+            "file": file,
+            "events": written.events,
+            "batches": written.batches,
+            "bytes": written.size_bytes,
+            "seed": args.seed,
+        }))?;
+    } else if !global.quiet {
+        println!(
+            "{file}: {} events in {} batches, {} bytes",
+            written.events, written.batches, written.size_bytes
+        );
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}

@@ -1,0 +1,23 @@
+//! `sessionlog`: the operator command line. It parses arguments, calls one engine function per
+//! command, and prints; the contract is `shared/CLI.md` (grammar, exit codes, `--json` shapes).
+
+mod commands;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::commands::Cli;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(error) if output::is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("sessionlog: {error:#}");
+            ExitCode::from(output::EXIT_FAULT)
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! Output conventions shared by the commands: exit codes, JSON documents, progress.
+
+use std::io::{self, Write};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Everything was valid, or the work is done.
+pub const EXIT_OK: u8 = 0;
+/// A fault was found: an invalid file, a refusal, a failed verify, or a conflict.
+pub const EXIT_FAULT: u8 = 1;
+
+/// Writes one JSON document and a newline to stdout.
+pub fn print_json(document: &serde_json::Value) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    serde_json::to_writer(&mut out, document)?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    Ok(())
+}
+
+/// A progress bar on stderr, drawn only when stderr is a terminal and `--quiet` is off.
+pub fn progress(total: u64, quiet: bool, what: &str) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} ({per_sec}, eta {eta})")
+        .expect("the progress template is a valid constant");
+    bar.set_style(style);
+    bar.set_message(what.to_owned());
+    bar
+}
+
+/// A closed stdout (`sessionlog cat | head`) is success, not an error.
+pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,53 @@
+//! Running the binary and finding inputs.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Runs `sessionlog` with `args`.
+pub fn sessionlog(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(args)
+        .output()
+        .expect("the sessionlog binary runs")
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// `../shared/fixtures/dsh` beside the workspace, or `None` (with a note) on a fresh clone.
+pub fn fixtures_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/dsh");
+    if dir.join("MANIFEST.tsv").is_file() {
+        return Some(dir);
+    }
+    eprintln!(
+        "skipping: {} is missing (the dsh fixtures live beside the checkout)",
+        dir.display()
+    );
+    None
+}
+
+/// `(path, expect)` for every manifest row.
+pub fn manifest(dir: &std::path::Path) -> Vec<(PathBuf, String)> {
+    let text = std::fs::read_to_string(dir.join("MANIFEST.tsv")).expect("manifest is readable");
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let cells: Vec<&str> = line.split('\t').collect();
+            (dir.join(cells[0]), cells[2].to_owned())
+        })
+        .collect()
+}
+
+/// Writes `text` to a new file in `dir`.
+pub fn write_file(dir: &std::path::Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("the temporary directory is writable");
+    path
+}

@@ -1,0 +1,158 @@
+//! The session header, the first record of every log (spec §3.3).
+
+use crate::json::json_object;
+use crate::version::FormatVersion;
+
+json_object! {
+    /// The header line `{"type":"session","version":N,...}`. Decoding keeps every member;
+    /// [`SessionHeader::check`] applies the rules of the header's version.
+    pub struct SessionHeader {
+        req kind: String = "type",
+        opt version: u64 = "version",
+        req id: String = "id",
+        req created_at: u64 = "createdAt",
+        opt cwd: String = "cwd",
+        opt parent_session: String = "parentSession",
+        opt seed_length: u64 = "seedLength",
+        opt is_seeded: bool = "isSeeded",
+        opt origin: String = "origin",
+        req delegation_depth: u64 = "delegationDepth",
+        opt agent_preset: String = "agentPreset",
+    }
+}
+
+/// True for the `{{name}}` placeholders of normalized recordings (spec §18).
+pub fn is_placeholder(text: &str) -> bool {
+    text.len() >= 4 && text.starts_with("{{") && text.ends_with("}}")
+}
+
+impl SessionHeader {
+    /// A fresh, unseeded V3 header.
+    pub fn new_v3(id: impl Into<String>, created_at: u64) -> SessionHeader {
+        SessionHeader {
+            kind: "session".to_owned(),
+            version: Some(3),
+            id: id.into(),
+            created_at,
+            cwd: None,
+            parent_session: None,
+            seed_length: None,
+            is_seeded: Some(false),
+            origin: None,
+            delegation_depth: 0,
+            agent_preset: None,
+            extra: Default::default(),
+        }
+    }
+
+    /// Checks the header rules of `version`; `snapshot` admits placeholders where a path is
+    /// expected.
+    pub fn check(&self, version: FormatVersion, snapshot: bool) -> Result<(), String> {
+        if self.kind != "session" {
+            return Err(format!(
+                "header type must be \"session\", found \"{}\"",
+                self.kind
+            ));
+        }
+        if let Some(key) = self.extra.keys().next() {
+            return Err(format!("header has unexpected field `{key}`"));
+        }
+        if self.created_at > crate::json::SAFE_INTEGER_MAX {
+            return Err("header createdAt must be a safe integer".to_owned());
+        }
+        if self.id.is_empty() {
+            return Err("header id must be a non-empty string".to_owned());
+        }
+        if let Some(cwd) = &self.cwd {
+            let placeholder = snapshot && is_placeholder(cwd);
+            if !placeholder && !is_absolute_path(cwd) {
+                return Err(format!(
+                    "header cwd must be an absolute path, found \"{cwd}\""
+                ));
+            }
+        }
+        if let Some(origin) = &self.origin {
+            if origin != "subagent" {
+                return Err(format!(
+                    "header origin must be \"subagent\", found \"{origin}\""
+                ));
+            }
+        }
+        if version.has_packed_rows() {
+            if self.is_seeded.is_some() {
+                return Err(format!(
+                    "header field isSeeded is not part of format {version}"
+                ));
+            }
+        } else {
+            if self.seed_length.is_some() {
+                return Err(format!(
+                    "header field seedLength is forbidden in format {version}"
+                ));
+            }
+            if self.is_seeded.is_none() {
+                return Err(format!("header of format {version} requires isSeeded"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the log was forked from a parent (V0/V1 derive it from `seedLength`).
+    pub fn seeded(&self) -> bool {
+        self.is_seeded.unwrap_or(self.seed_length.is_some())
+    }
+}
+
+/// POSIX absolute paths, and Windows drive or UNC paths.
+fn is_absolute_path(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    path.starts_with('/')
+        || path.starts_with("\\\\")
+        || (bytes.len() >= 3
+            && bytes[0].is_ascii_alphabetic()
+            && bytes[1] == b':'
+            && (bytes[2] == b'\\' || bytes[2] == b'/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(text: &str) -> SessionHeader {
+        serde_json::from_str(text).unwrap()
+    }
+
+    // Goal: each version's header rules, one accepted and one refused case.
+    #[test]
+    fn version_rules() {
+        let v3 = header(
+            r#"{"type":"session","version":3,"id":"a","createdAt":1,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#,
+        );
+        assert_eq!(v3.check(FormatVersion::V3, false), Ok(()));
+        assert_eq!(
+            v3.check(FormatVersion::V0, false).unwrap_err(),
+            "header field isSeeded is not part of format v0"
+        );
+        let v0 = header(
+            r#"{"type":"session","version":0,"id":"a","createdAt":1,"seedLength":4,"delegationDepth":1}"#,
+        );
+        assert_eq!(v0.check(FormatVersion::V0, false), Ok(()));
+        assert!(v0.seeded());
+        assert_eq!(
+            v0.check(FormatVersion::V2, false).unwrap_err(),
+            "header field seedLength is forbidden in format v2"
+        );
+        let extra = header(
+            r#"{"type":"session","version":3,"id":"a","createdAt":1,"isSeeded":false,"delegationDepth":0,"sandboxMode":"x"}"#,
+        );
+        assert_eq!(
+            extra.check(FormatVersion::V3, false).unwrap_err(),
+            "header has unexpected field `sandboxMode`"
+        );
+        let placeholder = header(
+            r#"{"type":"session","version":3,"id":"a","createdAt":1,"cwd":"{{cwd}}","isSeeded":false,"delegationDepth":0}"#,
+        );
+        assert!(placeholder.check(FormatVersion::V3, false).is_err());
+        assert_eq!(placeholder.check(FormatVersion::V3, true), Ok(()));
+    }
+}

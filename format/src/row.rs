@@ -1,0 +1,535 @@
+//! Physical rows (spec §3.4): one JSON line to logical events, and back.
+//!
+//! A V2/V3 row is one event. A V0/V1 row is an event or a packed chunk row that stands for
+//! several `assistant/chunk` events. Decoding reads `data` straight into the typed payload when
+//! `type` comes first, as every dsh writer puts it.
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::error::{Rule, Violation};
+use crate::event::{DataSeed, Event, EventData, EventType, SurfaceOp};
+use crate::json::{json_object, member_error, strip_position, Key, SAFE_INTEGER_MAX};
+use crate::payload::AssistantChunkData;
+use crate::seq_ranges::{self, SeqItem};
+use crate::stream::{Delta, StreamChunk, ToolCallDelta};
+use crate::version::FormatVersion;
+
+/// How rows of one log are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowContext {
+    pub version: FormatVersion,
+    /// Normalized recordings: an absent `seq` is the row's position, an absent `time` is 0.
+    pub snapshot: bool,
+}
+
+/// The events one row decodes to.
+#[derive(Debug)]
+pub enum Decoded {
+    One(Box<Event>),
+    /// A packed chunk row, expanded.
+    Packed(Vec<Event>),
+}
+
+/// Decodes one row (without its newline) whose first event is expected at `expected_seq`.
+pub fn decode_row(line: &[u8], ctx: RowContext, expected_seq: u64) -> Result<Decoded, Violation> {
+    let raw: RawRow = serde_json::from_slice(line).map_err(|e| {
+        let rule = if e.is_syntax() || e.is_eof() {
+            Rule::Json
+        } else {
+            Rule::Envelope
+        };
+        Violation::new(rule, e.to_string())
+    })?;
+    if let RawData::Packed(packed) = raw.data {
+        return expand_packed(
+            raw.kind_name,
+            raw.seq0,
+            raw.time0,
+            *packed,
+            ctx,
+            expected_seq,
+        );
+    }
+    if raw.seq0.is_some() || raw.time0.is_some() {
+        return Err(Violation::new(
+            Rule::Envelope,
+            "only packed chunk rows carry seq0 and time0",
+        ));
+    }
+    let seq = match raw.seq {
+        Some(seq) => check_safe_seq(seq)?,
+        None if ctx.snapshot => expected_seq,
+        None => return Err(Violation::new(Rule::Envelope, "event row is missing `seq`")),
+    };
+    let time = match raw.time {
+        Some(time) => check_safe_time(time)?,
+        None if ctx.snapshot => 0,
+        None => {
+            return Err(Violation::new(
+                Rule::Envelope,
+                "event row is missing `time`",
+            ))
+        }
+    };
+    let RawData::Event(data) = raw.data else {
+        return Err(Violation::new(
+            Rule::Envelope,
+            "event row is missing `data`",
+        ));
+    };
+    let source_event_seqs = match raw.source_event_seqs {
+        Some(items) => Some(
+            seq_ranges::expand(&items, seq)
+                .map_err(|m| Violation::new(Rule::SourceSeqs, format!("sourceEventSeqs: {m}")))?,
+        ),
+        None => None,
+    };
+    let surface_op = match raw.surface_op {
+        Some(value) => Some(decode_surface_op(&value, ctx.version)?),
+        None => None,
+    };
+    Ok(Decoded::One(Box::new(Event {
+        seq,
+        time,
+        kind: raw.kind,
+        data,
+        ignorable: raw.ignorable,
+        source_event_seqs,
+        surface_op,
+    })))
+}
+
+fn check_safe_seq(seq: u64) -> Result<u64, Violation> {
+    if seq > SAFE_INTEGER_MAX {
+        return Err(Violation::new(
+            Rule::Envelope,
+            format!("seq {seq} is not a safe integer"),
+        ));
+    }
+    Ok(seq)
+}
+
+fn check_safe_time(time: i64) -> Result<i64, Violation> {
+    if time.unsigned_abs() > SAFE_INTEGER_MAX {
+        return Err(Violation::new(
+            Rule::Envelope,
+            format!("time {time} is not a safe integer"),
+        ));
+    }
+    Ok(time)
+}
+
+fn decode_surface_op(value: &Value, version: FormatVersion) -> Result<SurfaceOp, Violation> {
+    let invalid = || {
+        Violation::new(
+            Rule::SurfaceOp,
+            format!("invalid replace surfaceOp {value}"),
+        )
+    };
+    let object = match value {
+        Value::String(s) if s == "append" => return Ok(SurfaceOp::Append),
+        Value::Object(object) => object,
+        _ => {
+            return Err(Violation::new(
+                Rule::SurfaceOp,
+                format!("invalid surfaceOp {value}"),
+            ))
+        }
+    };
+    let (start_key, end_key) = if version == FormatVersion::V3 {
+        ("startSeq", "endSeq")
+    } else {
+        ("start", "end")
+    };
+    let seq_of = |key: &str| {
+        object
+            .get(key)
+            .and_then(Value::as_u64)
+            .filter(|s| *s <= SAFE_INTEGER_MAX)
+    };
+    if object.len() != 3 || object.get("op") != Some(&Value::from("replace")) {
+        return Err(invalid());
+    }
+    match (seq_of(start_key), seq_of(end_key)) {
+        (Some(start_seq), Some(end_seq)) => Ok(SurfaceOp::Replace { start_seq, end_seq }),
+        _ => Err(invalid()),
+    }
+}
+
+/// The packed-row tags of V0/V1.
+const PACKED_TAGS: [&str; 3] = ["text-chunks", "reasoning-chunks", "tool-call-chunks"];
+
+json_object! {
+    /// `data` of a packed chunk row (spec §3.4): `texts` for text and reasoning rows, `id`,
+    /// `name` and `args` for tool-call rows.
+    pub struct PackedData {
+        req turn: u64 = "turn",
+        req step: u64 = "step",
+        req index: u64 = "index",
+        req dt: Vec<i64> = "dt",
+        opt texts: Vec<String> = "texts",
+        opt id: String = "id",
+        opt name: String = "name",
+        opt args: Vec<String> = "args",
+    }
+}
+
+fn expand_packed(
+    tag: Option<String>,
+    seq0: Option<u64>,
+    time0: Option<i64>,
+    packed: PackedData,
+    ctx: RowContext,
+    expected_seq: u64,
+) -> Result<Decoded, Violation> {
+    let tag = tag.expect("packed data is only decoded after its tag");
+    let bad = |m: String| Err(Violation::new(Rule::Envelope, format!("{tag} row {m}")));
+    let (Some(seq0), Some(time0)) = (seq0, time0) else {
+        return bad("requires seq0 and time0".to_owned());
+    };
+    let seq0 = check_safe_seq(seq0)?;
+    let time0 = check_safe_time(time0)?;
+    if !packed.extra.is_empty() {
+        let key = packed.extra.keys().next().map_or("", String::as_str);
+        return bad(format!("data has unexpected member `{key}`"));
+    }
+    let tool = tag == "tool-call-chunks";
+    let payload = if tool {
+        if packed.texts.is_some() || packed.id.is_none() {
+            return bad("data must have exactly turn, step, index, id, dt, args and name?".into());
+        }
+        packed.args.as_ref()
+    } else {
+        if packed.args.is_some() || packed.id.is_some() || packed.name.is_some() {
+            return bad("data must have exactly turn, step, index, dt and texts".to_owned());
+        }
+        packed.texts.as_ref()
+    };
+    let Some(payload) = payload.filter(|p| !p.is_empty()) else {
+        return bad("payload must be a non-empty array of strings".to_owned());
+    };
+    if packed.dt.len() + 1 != payload.len() {
+        return bad(format!(
+            "dt has {} elements; expected {}",
+            packed.dt.len(),
+            payload.len() - 1
+        ));
+    }
+    if seq0 != expected_seq && !ctx.snapshot {
+        return Err(Violation::new(
+            Rule::SeqGap,
+            format!("session event seq {seq0} is not contiguous; expected {expected_seq}"),
+        ));
+    }
+    let mut time = time0;
+    let mut events = Vec::with_capacity(payload.len());
+    for (member_idx, text) in payload.iter().enumerate() {
+        if member_idx > 0 {
+            time = time.saturating_add(packed.dt[member_idx - 1]);
+        }
+        let chunk = packed_member(&tag, &packed, text.clone());
+        let data = AssistantChunkData {
+            turn: packed.turn,
+            step: packed.step,
+            chunk,
+            extra: Default::default(),
+        };
+        let seq = seq0 + member_idx as u64;
+        events.push(Event::new(
+            seq,
+            time,
+            EventData::AssistantChunk(Box::new(data)),
+        ));
+    }
+    Ok(Decoded::Packed(events))
+}
+
+fn packed_member(tag: &str, packed: &PackedData, text: String) -> StreamChunk {
+    let index = packed.index;
+    match tag {
+        "text-chunks" => StreamChunk::TextDelta(Delta {
+            index,
+            text,
+            extra: Default::default(),
+        }),
+        "reasoning-chunks" => StreamChunk::ReasoningDelta(Delta {
+            index,
+            text,
+            extra: Default::default(),
+        }),
+        _ => StreamChunk::ToolCallDelta(ToolCallDelta {
+            index,
+            id: packed.id.clone(),
+            name: packed.name.clone(),
+            arguments_delta: Some(text),
+            extra: Default::default(),
+        }),
+    }
+}
+
+enum RawData {
+    Event(EventData),
+    Packed(Box<PackedData>),
+}
+
+/// A row before its envelope is validated.
+struct RawRow {
+    kind: EventType,
+    kind_name: Option<String>,
+    seq: Option<u64>,
+    time: Option<i64>,
+    seq0: Option<u64>,
+    time0: Option<i64>,
+    data: RawData,
+    ignorable: bool,
+    source_event_seqs: Option<Vec<SeqItem>>,
+    surface_op: Option<Value>,
+}
+
+impl<'de> de::Deserialize<'de> for RawRow {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<RawRow, D::Error> {
+        deserializer.deserialize_map(RowVisitor)
+    }
+}
+
+struct RowVisitor;
+
+impl<'de> Visitor<'de> for RowVisitor {
+    type Value = RawRow;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an event row object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawRow, A::Error> {
+        use de::Error;
+        let mut kind: Option<(EventType, bool)> = None;
+        let mut kind_name = None;
+        let mut seen = [false; 9];
+        let mut row = RawRow {
+            kind: EventType::Other("".into()),
+            kind_name: None,
+            seq: None,
+            time: None,
+            seq0: None,
+            time0: None,
+            data: RawData::Event(EventData::Other(Value::Null)),
+            ignorable: false,
+            source_event_seqs: None,
+            surface_op: None,
+        };
+        let mut deferred: Option<&'de RawValue> = None;
+        let mut has_data = false;
+        while let Some(Key(key)) = map.next_key()? {
+            let slot = match key.as_ref() {
+                "type" => 0,
+                "seq" => 1,
+                "time" => 2,
+                "data" => 3,
+                "ignorable" => 4,
+                "sourceEventSeqs" => 5,
+                "surfaceOp" => 6,
+                "seq0" => 7,
+                "time0" => 8,
+                other => {
+                    return Err(A::Error::custom(format_args!(
+                        "row has unexpected field `{other}`"
+                    )))
+                }
+            };
+            if std::mem::replace(&mut seen[slot], true) {
+                return Err(crate::json::duplicate_member(&key));
+            }
+            let ctx = |e: A::Error| member_error::<A::Error>(&key, e);
+            match slot {
+                0 => {
+                    let Key(name) = map.next_value().map_err(ctx)?;
+                    let packed = PACKED_TAGS.contains(&name.as_ref());
+                    kind = Some((EventType::parse(&name), packed));
+                    kind_name = Some(name.into_owned());
+                }
+                1 => row.seq = Some(map.next_value().map_err(ctx)?),
+                2 => row.time = Some(map.next_value().map_err(ctx)?),
+                3 => {
+                    has_data = true;
+                    match &kind {
+                        Some((kind, packed)) => row.data = decode_data(&mut map, kind, *packed)?,
+                        None => deferred = Some(map.next_value().map_err(ctx)?),
+                    }
+                }
+                4 => {
+                    let flag: bool = map.next_value().map_err(ctx)?;
+                    if !flag {
+                        return Err(A::Error::custom(
+                            "ignorable must be exactly true when present",
+                        ));
+                    }
+                    row.ignorable = true;
+                }
+                5 => row.source_event_seqs = Some(map.next_value().map_err(ctx)?),
+                6 => row.surface_op = Some(map.next_value().map_err(ctx)?),
+                7 => row.seq0 = Some(map.next_value().map_err(ctx)?),
+                _ => row.time0 = Some(map.next_value().map_err(ctx)?),
+            }
+        }
+        let Some((kind, packed)) = kind else {
+            return Err(A::Error::custom("row is missing `type`"));
+        };
+        if !has_data {
+            return Err(A::Error::custom("row is missing `data`"));
+        }
+        if let Some(raw) = deferred {
+            let mut de = serde_json::Deserializer::from_str(raw.get());
+            row.data = decode_data_from(&mut de, &kind, packed).map_err(|e| {
+                A::Error::custom(format_args!("data: {}", strip_position(&e.to_string())))
+            })?;
+        }
+        row.kind = kind;
+        row.kind_name = kind_name;
+        Ok(row)
+    }
+}
+
+fn decode_data<'de, A: MapAccess<'de>>(
+    map: &mut A,
+    kind: &EventType,
+    packed: bool,
+) -> Result<RawData, A::Error> {
+    let ctx = |e: A::Error| member_error::<A::Error>("data", e);
+    if packed {
+        return Ok(RawData::Packed(Box::new(map.next_value().map_err(ctx)?)));
+    }
+    Ok(RawData::Event(
+        map.next_value_seed(DataSeed(kind)).map_err(ctx)?,
+    ))
+}
+
+fn decode_data_from<'de, D: de::Deserializer<'de>>(
+    d: D,
+    kind: &EventType,
+    packed: bool,
+) -> Result<RawData, D::Error> {
+    use serde::de::{Deserialize, DeserializeSeed};
+    if packed {
+        return Ok(RawData::Packed(Box::new(PackedData::deserialize(d)?)));
+    }
+    Ok(RawData::Event(DataSeed(kind).deserialize(d)?))
+}
+
+/// An event encoded as a row of `version`: the native key order `{type, seq, time, data,
+/// [sourceEventSeqs], [surfaceOp], [ignorable]}`, provenance range-encoded.
+pub struct EventRow<'a> {
+    pub event: &'a Event,
+    pub version: FormatVersion,
+}
+
+impl Serialize for EventRow<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let event = self.event;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("type", event.kind.as_str())?;
+        map.serialize_entry("seq", &event.seq)?;
+        map.serialize_entry("time", &event.time)?;
+        map.serialize_entry("data", &DataRef(&event.data))?;
+        if let Some(seqs) = &event.source_event_seqs {
+            map.serialize_entry("sourceEventSeqs", &RangeEncoded(seqs))?;
+        }
+        if let Some(op) = event.surface_op {
+            map.serialize_entry(
+                "surfaceOp",
+                &SurfaceOpRef {
+                    op,
+                    version: self.version,
+                },
+            )?;
+        }
+        if event.ignorable {
+            map.serialize_entry("ignorable", &true)?;
+        }
+        map.end()
+    }
+}
+
+struct RangeEncoded<'a>(&'a [u64]);
+
+impl Serialize for RangeEncoded<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        seq_ranges::serialize(self.0, serializer)
+    }
+}
+
+struct SurfaceOpRef {
+    op: SurfaceOp,
+    version: FormatVersion,
+}
+
+impl Serialize for SurfaceOpRef {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.op {
+            SurfaceOp::Append => serializer.serialize_str("append"),
+            SurfaceOp::Replace { start_seq, end_seq } => {
+                let (start_key, end_key) = if self.version == FormatVersion::V3 {
+                    ("startSeq", "endSeq")
+                } else {
+                    ("start", "end")
+                };
+                let mut map = serializer.serialize_map(Some(3))?;
+                map.serialize_entry("op", "replace")?;
+                map.serialize_entry(start_key, &start_seq)?;
+                map.serialize_entry(end_key, &end_seq)?;
+                map.end()
+            }
+        }
+    }
+}
+
+/// Serializes an event payload.
+pub struct DataRef<'a>(pub &'a EventData);
+
+impl Serialize for DataRef<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            EventData::TurnStart(d) => d.serialize(s),
+            EventData::TurnEnd(d) => d.serialize(s),
+            EventData::StepStart(d) | EventData::StepEnd(d) => d.serialize(s),
+            EventData::SystemMessage(d) => d.serialize(s),
+            EventData::UserMessage(d) => d.serialize(s),
+            EventData::AssistantMessage(d) => d.serialize(s),
+            EventData::AssistantAttempt(d) => d.serialize(s),
+            EventData::AssistantChunk(d) => d.serialize(s),
+            EventData::ToolCall(d) => d.serialize(s),
+            EventData::ToolResult(d) => d.serialize(s),
+            EventData::RequestHeader(d) => d.serialize(s),
+            EventData::RequestContext(d) => d.serialize(s),
+            EventData::SessionEndSeed(d) => d.serialize(s),
+            EventData::CompactionStart(d) => d.serialize(s),
+            EventData::CompactionSummary(d) => d.serialize(s),
+            EventData::CompactionPrune(d) => d.serialize(s),
+            EventData::CompactionEnd(d) => d.serialize(s),
+            EventData::ImageOffload(d) => d.serialize(s),
+            EventData::Other(v) => v.serialize(s),
+        }
+    }
+}
+
+/// Encodes `event` as one JSON row of `version`, without the newline.
+pub fn encode_row(event: &Event, version: FormatVersion, out: &mut Vec<u8>) {
+    serde_json::to_writer(out, &EventRow { event, version })
+        .expect("writing JSON to a Vec cannot fail");
+}
+
+/// Peeks at a row's `type` without decoding the rest; used to find a later `turn/end`.
+pub fn row_type(line: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct TypeOnly {
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    serde_json::from_slice::<TypeOnly>(line)
+        .ok()
+        .map(|t| t.kind)
+}

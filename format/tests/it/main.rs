@@ -1,0 +1,8 @@
+//! Integration tests of the format crate: the dsh conformance corpus, round trips, torn
+//! tails and property tests.
+
+mod corpus;
+mod props;
+mod roundtrip;
+mod support;
+mod torn;
