@@ -411,3 +411,214 @@ mod tests {
         assert_eq!(err, "missing member `name` at line 1 column 16");
     }
 }
+
+/// Refuses values that JSON text could not carry losslessly: negative zero and non-finite
+/// floats (spec §12.1 rule 2). It walks any `Serialize` value and writes nothing, so writers can
+/// audit typed payloads and their `extra` maps before encoding.
+pub fn check_serialize_lossless<T: serde::Serialize + ?Sized>(value: &T) -> Result<(), String> {
+    value.serialize(FloatAudit).map_err(|e| e.0)
+}
+
+#[derive(Debug)]
+struct AuditError(String);
+
+impl fmt::Display for AuditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AuditError {}
+
+impl serde::ser::Error for AuditError {
+    fn custom<T: fmt::Display>(msg: T) -> AuditError {
+        AuditError(msg.to_string())
+    }
+}
+
+struct FloatAudit;
+
+type Audit = Result<(), AuditError>;
+
+impl serde::Serializer for FloatAudit {
+    type Ok = ();
+    type Error = AuditError;
+    type SerializeSeq = FloatAudit;
+    type SerializeTuple = FloatAudit;
+    type SerializeTupleStruct = FloatAudit;
+    type SerializeTupleVariant = FloatAudit;
+    type SerializeMap = FloatAudit;
+    type SerializeStruct = FloatAudit;
+    type SerializeStructVariant = FloatAudit;
+
+    fn serialize_f64(self, v: f64) -> Audit {
+        if !v.is_finite() {
+            return Err(AuditError(format!("{v} is not a finite number")));
+        }
+        if v == 0.0 && v.is_sign_negative() {
+            return Err(AuditError("negative zero is not lossless JSON".to_owned()));
+        }
+        Ok(())
+    }
+    fn serialize_f32(self, v: f32) -> Audit {
+        self.serialize_f64(f64::from(v))
+    }
+    fn serialize_bool(self, _: bool) -> Audit {
+        Ok(())
+    }
+    fn serialize_i8(self, _: i8) -> Audit {
+        Ok(())
+    }
+    fn serialize_i16(self, _: i16) -> Audit {
+        Ok(())
+    }
+    fn serialize_i32(self, _: i32) -> Audit {
+        Ok(())
+    }
+    fn serialize_i64(self, _: i64) -> Audit {
+        Ok(())
+    }
+    fn serialize_u8(self, _: u8) -> Audit {
+        Ok(())
+    }
+    fn serialize_u16(self, _: u16) -> Audit {
+        Ok(())
+    }
+    fn serialize_u32(self, _: u32) -> Audit {
+        Ok(())
+    }
+    fn serialize_u64(self, _: u64) -> Audit {
+        Ok(())
+    }
+    fn serialize_char(self, _: char) -> Audit {
+        Ok(())
+    }
+    fn serialize_str(self, _: &str) -> Audit {
+        Ok(())
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Audit {
+        Ok(())
+    }
+    fn serialize_none(self) -> Audit {
+        Ok(())
+    }
+    fn serialize_some<T: serde::Serialize + ?Sized>(self, value: &T) -> Audit {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Audit {
+        Ok(())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Audit {
+        Ok(())
+    }
+    fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Audit {
+        Ok(())
+    }
+    fn serialize_newtype_struct<T: serde::Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        value: &T,
+    ) -> Audit {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: serde::Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        value: &T,
+    ) -> Audit {
+        value.serialize(self)
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<FloatAudit, AuditError> {
+        Ok(self)
+    }
+    fn serialize_tuple(self, _: usize) -> Result<FloatAudit, AuditError> {
+        Ok(self)
+    }
+    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<FloatAudit, AuditError> {
+        Ok(self)
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<FloatAudit, AuditError> {
+        Ok(self)
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<FloatAudit, AuditError> {
+        Ok(self)
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<FloatAudit, AuditError> {
+        Ok(self)
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<FloatAudit, AuditError> {
+        Ok(self)
+    }
+}
+
+macro_rules! audit_compound {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl serde::ser::$trait for FloatAudit {
+            type Ok = ();
+            type Error = AuditError;
+            fn $method<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Audit {
+                value.serialize(FloatAudit)
+            }
+            fn end(self) -> Audit {
+                Ok(())
+            }
+        }
+    )*};
+}
+
+audit_compound!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
+
+impl serde::ser::SerializeMap for FloatAudit {
+    type Ok = ();
+    type Error = AuditError;
+    fn serialize_key<T: serde::Serialize + ?Sized>(&mut self, _: &T) -> Audit {
+        Ok(())
+    }
+    fn serialize_value<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Audit {
+        value.serialize(FloatAudit)
+    }
+    fn end(self) -> Audit {
+        Ok(())
+    }
+}
+
+impl serde::ser::SerializeStruct for FloatAudit {
+    type Ok = ();
+    type Error = AuditError;
+    fn serialize_field<T: serde::Serialize + ?Sized>(&mut self, _: &'static str, v: &T) -> Audit {
+        v.serialize(FloatAudit)
+    }
+    fn end(self) -> Audit {
+        Ok(())
+    }
+}
+
+impl serde::ser::SerializeStructVariant for FloatAudit {
+    type Ok = ();
+    type Error = AuditError;
+    fn serialize_field<T: serde::Serialize + ?Sized>(&mut self, _: &'static str, v: &T) -> Audit {
+        v.serialize(FloatAudit)
+    }
+    fn end(self) -> Audit {
+        Ok(())
+    }
+}

@@ -15,7 +15,7 @@ use crate::error::{Fault, ReadError, Rule, Violation};
 use crate::event::{Event, EventType};
 use crate::frame::{is_zstd, FrameCorruption, FrameReader};
 use crate::header::{is_placeholder, SessionHeader};
-use crate::row::{decode_row, row_type, Decoded, RowContext};
+use crate::row::{decode_row, Decoded, RowContext};
 use crate::rules::RuleContext;
 use crate::version::{newer_version_refusal, FormatVersion, FORMAT_VERSION_CURRENT};
 
@@ -307,10 +307,13 @@ impl<R: Read> LogReader<R> {
                 LineRead::Complete => {}
                 LineRead::Eof => return self.end_of_input(),
                 LineRead::Torn => {
-                    let message = format!(
-                        "the last line is cut short at byte offset {} (no newline)",
-                        self.offset_bytes + self.line.len() as u64
-                    );
+                    let message = match self.torn_frame_message() {
+                        Some(message) => message,
+                        None => format!(
+                            "the last line is cut short at byte offset {} (no newline)",
+                            self.offset_bytes + self.line.len() as u64
+                        ),
+                    };
                     return self.torn(message);
                 }
                 LineRead::TooLong => {
@@ -327,16 +330,20 @@ impl<R: Read> LogReader<R> {
 
     fn end_of_input(&mut self) -> Option<Result<Event, ReadError>> {
         self.finished = true;
+        let message = self.torn_frame_message()?;
+        self.torn(message)
+    }
+
+    /// Names the zstd frame that ended early, when the input is compressed and did.
+    fn torn_frame_message(&self) -> Option<String> {
         let torn = match &self.source {
             Source::Zstd(frames) => frames.get_ref().torn(),
             Source::Raw(_) => None,
-        };
-        let torn = torn?;
-        let message = format!(
+        }?;
+        Some(format!(
             "end of file inside zstd frame {} (at byte offset {})",
             torn.frame_index, torn.frame_offset_bytes
-        );
-        self.torn(message)
+        ))
     }
 
     fn torn(&mut self, message: String) -> Option<Result<Event, ReadError>> {
@@ -400,7 +407,7 @@ impl<R: Read> LogReader<R> {
         loop {
             match self.read_line() {
                 Ok(LineRead::Complete) => {
-                    if row_type(&self.line).as_deref() == Some(EventType::TurnEnd.as_str()) {
+                    if self.is_decodable_turn_end() {
                         return Ok(Some(self.line_no));
                     }
                 }
@@ -409,6 +416,15 @@ impl<R: Read> LogReader<R> {
                 Err(ReadError::Fault(_)) => return Ok(None),
                 Err(error) => return Err(error),
             }
+        }
+    }
+
+    /// A later row proves the suffix committed only when it fully decodes as a `turn/end`.
+    fn is_decodable_turn_end(&self) -> bool {
+        let ctx = RowContext { version: self.version, snapshot: self.snapshot() };
+        match decode_row(&self.line, ctx, 0) {
+            Ok(Decoded::One(event)) => event.kind == EventType::TurnEnd,
+            _ => false,
         }
     }
 

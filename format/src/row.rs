@@ -44,6 +44,31 @@ pub fn decode_row(line: &[u8], ctx: RowContext, expected_seq: u64) -> Result<Dec
         };
         Violation::new(rule, e.to_string())
     })?;
+    finish_row(raw, ctx, expected_seq)
+}
+
+/// Decodes one row from any serde data format (the store keeps rows in the binary format of
+/// [`crate::binary`]), applying the envelope rules of [`decode_row`]. Deserializing with this
+/// seed fails only when the data is not a row object; envelope faults come back inside.
+pub struct RowSeed {
+    pub ctx: RowContext,
+    pub expected_seq: u64,
+}
+
+impl<'de> de::DeserializeSeed<'de> for RowSeed {
+    type Value = Result<Decoded, Violation>;
+
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        use serde::Deserialize;
+        let raw = RawRow::deserialize(deserializer)?;
+        Ok(finish_row(raw, self.ctx, self.expected_seq))
+    }
+}
+
+fn finish_row(raw: RawRow, ctx: RowContext, expected_seq: u64) -> Result<Decoded, Violation> {
     if let RawData::Packed(packed) = raw.data {
         return expand_packed(
             raw.kind_name,
@@ -520,16 +545,4 @@ impl Serialize for DataRef<'_> {
 pub fn encode_row(event: &Event, version: FormatVersion, out: &mut Vec<u8>) {
     serde_json::to_writer(out, &EventRow { event, version })
         .expect("writing JSON to a Vec cannot fail");
-}
-
-/// Peeks at a row's `type` without decoding the rest; used to find a later `turn/end`.
-pub fn row_type(line: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct TypeOnly {
-        #[serde(rename = "type")]
-        kind: String,
-    }
-    serde_json::from_slice::<TypeOnly>(line)
-        .ok()
-        .map(|t| t.kind)
 }

@@ -9,8 +9,10 @@ use serde_json::Value;
 use crate::error::{Rule, Violation};
 use crate::event::{Event, EventData, EventType, SurfaceOp};
 use crate::header::is_placeholder;
+use crate::json::{check_serialize_lossless, SAFE_INTEGER_MAX};
 use crate::message::{ContentBlock, Message};
 use crate::payload::{RequestHeaderData, ToolResultData};
+use crate::row::DataRef;
 use crate::version::FormatVersion;
 
 /// What the rules depend on besides the event.
@@ -29,6 +31,7 @@ fn fail(rule: Rule, message: impl Into<String>) -> Checked {
 
 /// Checks every stateless rule of `ctx.version` on `event`.
 pub fn check_event(event: &Event, ctx: RuleContext) -> Checked {
+    check_envelope_values(event)?;
     check_vocabulary(event, ctx)?;
     if is_opaque_unknown(event, ctx) {
         return Ok(());
@@ -67,6 +70,40 @@ pub fn is_known(kind: &EventType, version: FormatVersion) -> bool {
 /// An unknown type with `ignorable: true` is kept opaquely, metadata included, and skipped.
 pub fn is_opaque_unknown(event: &Event, ctx: RuleContext) -> bool {
     event.ignorable && !is_known(&event.kind, ctx.version)
+}
+
+/// Spec §4 rule 1 and §12.1 rule 2: values a reader would refuse are never admitted.
+fn check_envelope_values(event: &Event) -> Checked {
+    if event.seq > SAFE_INTEGER_MAX {
+        return fail(
+            Rule::Envelope,
+            format!("seq {} is not a safe integer", event.seq),
+        );
+    }
+    if event.time.unsigned_abs() > SAFE_INTEGER_MAX {
+        return fail(
+            Rule::Envelope,
+            format!("time {} is not a safe integer", event.time),
+        );
+    }
+    if let Some(seqs) = &event.source_event_seqs {
+        if let Some(late) = seqs.iter().find(|&&s| s >= event.seq) {
+            return fail(
+                Rule::SourceSeqs,
+                format!("source seq {late} is not earlier than seq {}", event.seq),
+            );
+        }
+        let mut sorted = seqs.clone();
+        sorted.sort_unstable();
+        if let Some(pair) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            return fail(
+                Rule::SourceSeqs,
+                format!("source seq {} is listed twice", pair[0]),
+            );
+        }
+    }
+    check_serialize_lossless(&DataRef(&event.data))
+        .map_err(|m| Violation::new(Rule::Json, format!("data: {m}")))
 }
 
 fn check_vocabulary(event: &Event, ctx: RuleContext) -> Checked {

@@ -32,6 +32,9 @@ pub enum WriteError {
     Rejected { seq: u64, violation: Violation },
     #[error("write failed")]
     Io(#[from] io::Error),
+    /// An earlier write failed, so the output's end is unknown; no further batch is taken.
+    #[error("the writer stopped after an earlier write failure")]
+    Poisoned,
 }
 
 enum Output<W: Write> {
@@ -45,6 +48,7 @@ pub struct LogWriter<W: Write> {
     version: FormatVersion,
     admission: Admission,
     batch: Vec<u8>,
+    poisoned: bool,
 }
 
 impl<W: Write> LogWriter<W> {
@@ -59,6 +63,9 @@ impl<W: Write> LogWriter<W> {
                 format!("cannot write format v{number}"),
             )
         })?;
+        header
+            .check(version, false)
+            .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, format!("header: {m}")))?;
         let mut writer = LogWriter {
             output: match compression {
                 Compression::None => Output::Raw(out),
@@ -70,6 +77,7 @@ impl<W: Write> LogWriter<W> {
                 snapshot: false,
             }),
             batch: Vec::new(),
+            poisoned: false,
         };
         serde_json::to_writer(&mut writer.batch, header)?;
         writer.batch.push(b'\n');
@@ -84,6 +92,9 @@ impl<W: Write> LogWriter<W> {
 
     /// Appends one batch: all its events are admitted first, then written together.
     pub fn append_batch(&mut self, events: &[Event]) -> Result<(), WriteError> {
+        if self.poisoned {
+            return Err(WriteError::Poisoned);
+        }
         self.admission
             .admit_batch(events)
             .map_err(|(event_idx, violation)| WriteError::Rejected {
@@ -100,10 +111,12 @@ impl<W: Write> LogWriter<W> {
     }
 
     fn flush_batch(&mut self) -> io::Result<()> {
-        match &mut self.output {
+        let written = match &mut self.output {
             Output::Raw(out) => out.write_all(&self.batch),
             Output::Zstd(frames) => frames.write_frame(&self.batch).map(|_| ()),
-        }
+        };
+        self.poisoned |= written.is_err();
+        written
     }
 
     /// Flushes and returns the underlying writer.

@@ -6,3 +6,4 @@ mod props;
 mod roundtrip;
 mod support;
 mod torn;
+mod writer;

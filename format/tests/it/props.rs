@@ -21,7 +21,7 @@ use sessionlog_format::{
 };
 
 /// Cases per property: enough to reach the nested shapes, small enough for a debug build.
-const CASES: u32 = 20000;
+const CASES: u32 = 256;
 
 fn config() -> Config {
     // No persistence: a failure prints its minimal input instead of writing a file beside
