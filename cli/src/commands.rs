@@ -13,6 +13,7 @@ use sessionlog_format::gen::GenOptions;
 use sessionlog_format::{Compression, ReadOptions, Recovery, SnapshotMode};
 
 use crate::output::{print_json, progress, EXIT_FAULT, EXIT_OK};
+use crate::store_commands;
 
 /// sessionlog: a storage engine and toolkit for dsh agent session logs.
 #[derive(Debug, Parser)]
@@ -36,17 +37,27 @@ enum Command {
     Cat(CatArgs),
     /// Write a deterministic, valid synthetic V3 session.
     Gen(GenArgs),
+    /// Import V3 log files into the store, one session each.
+    Import(store_commands::ImportArgs),
+    /// Export a session from the store as a canonical V3 log.
+    Export(store_commands::ExportArgs),
+    /// Re-read every record and check checksums, the chain, every rule and the checkpoints.
+    Verify(store_commands::VerifyArgs),
+    /// The derived messages (what the model sees) of a log file or a stored session.
+    Messages(store_commands::ViewArgs),
+    /// The live surface nodes of a log file or a stored session.
+    Surface(store_commands::ViewArgs),
 }
 
 #[derive(Debug, Args)]
-struct InputArgs {
+pub struct InputArgs {
     /// Read normalized snapshot recordings (seq = row index, time = 0).
     #[arg(long, value_enum, default_value_t = SnapshotArg::Auto, num_args = 0..=1, require_equals = true, default_missing_value = "on")]
-    snapshot: SnapshotArg,
+    pub snapshot: SnapshotArg,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum SnapshotArg {
+pub enum SnapshotArg {
     /// Detect from header placeholders or a first row without `seq`.
     Auto,
     On,
@@ -118,9 +129,9 @@ impl From<RecoveryArg> for Recovery {
 
 /// Output settings every command shares.
 #[derive(Debug, Clone, Copy)]
-struct Global {
-    json: bool,
-    quiet: bool,
+pub struct Global {
+    pub json: bool,
+    pub quiet: bool,
 }
 
 /// Runs the parsed command line.
@@ -133,6 +144,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => check(global, args),
         Command::Cat(args) => cat(args),
         Command::Gen(args) => gen(global, args),
+        Command::Import(args) => store_commands::import(global, args),
+        Command::Export(args) => store_commands::export(global, args),
+        Command::Verify(args) => store_commands::verify(global, args),
+        Command::Messages(args) => store_commands::messages(global, args),
+        Command::Surface(args) => store_commands::surface(global, args),
     }
 }
 

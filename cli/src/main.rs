@@ -3,6 +3,7 @@
 
 mod commands;
 mod output;
+mod store_commands;
 
 use std::process::ExitCode;
 

@@ -39,3 +39,8 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
             .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
     })
 }
+
+/// Lower-case hex of a hash, for `headHash`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -33,6 +33,9 @@ pub enum Error {
     /// The output would overwrite the input, or another refused argument.
     #[error("{0}")]
     Refused(String),
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// Formats a read error as `LINE: message` (CLI.md's `FILE:LINE: message`).

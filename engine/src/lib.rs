@@ -1,8 +1,12 @@
 //! The sessionlog engine: everything that touches files, and the operations the CLI runs.
 //!
-//! `format` is pure; this crate opens files and drives it. Today it holds the file layer
-//! ([`files`]), `check` ([`check`]), `cat` ([`cat`]) and the synthetic generator's file
-//! writer ([`generate`]). The store, the folds and verify join it with the store issue.
+//! `format` is pure; this crate opens files and drives it:
+//! - [`store::Store`]: the embedded store on redb: checksummed, hash-chained records, atomic
+//!   batch appends with admission, warm folds with persisted checkpoints, and `verify`;
+//! - [`service::StoreHandle`]: the async edge: one writer task that group-commits appends,
+//!   reads on the blocking pool, and tails;
+//! - [`files`], [`check`], [`cat`], [`generate`], [`inspect`], [`transfer`]: one function per
+//!   CLI command.
 //!
 //! ```no_run
 //! use sessionlog_engine::check::{check_file, CheckOptions};
@@ -16,5 +20,9 @@ pub mod check;
 pub mod error;
 pub mod files;
 pub mod generate;
+pub mod inspect;
+pub mod service;
+pub mod store;
+pub mod transfer;
 
 pub use error::Error;

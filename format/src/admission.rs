@@ -7,7 +7,7 @@
 use crate::error::{Rule, Violation};
 use crate::event::{Event, EventData, EventType, SurfaceOp};
 use crate::rules::{check_event, is_opaque_unknown, RuleContext};
-use crate::surface::{Plan, Surface, Undo};
+use crate::surface::{NodeKind, Plan, Surface, Undo};
 use crate::version::FormatVersion;
 
 /// The admission state of one log.
@@ -21,6 +21,20 @@ pub struct Admission {
     /// Whether any surface event has been admitted.
     saw_surface: bool,
     next_seq: u64,
+}
+
+/// Everything of an [`Admission`] besides its rule context and surface: what a batch restores
+/// on refusal, and what a checkpoint stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionState {
+    /// `(turn, step)` of the open step.
+    pub open_step: Option<(u64, u64)>,
+    /// Seq of the protected system head, once one exists.
+    pub head: Option<u64>,
+    /// Whether any surface event has been admitted.
+    pub saw_surface: bool,
+    /// The seq the next event must carry.
+    pub next_seq: u64,
 }
 
 /// A checked event's effect, to pass to [`Admission::commit`].
@@ -56,6 +70,63 @@ impl Admission {
     /// The rule context this admission applies.
     pub fn context(&self) -> RuleContext {
         self.ctx
+    }
+
+    /// The state besides the surface.
+    pub fn state(&self) -> AdmissionState {
+        AdmissionState {
+            open_step: self.open_step,
+            head: self.head,
+            saw_surface: self.saw_surface,
+            next_seq: self.next_seq,
+        }
+    }
+
+    /// An admission resumed from its parts (a checkpoint), checking that they agree: the head
+    /// is node 0 and a system node (V3 only), a surface exists exactly when a surface event
+    /// was seen, and every node is older than `next_seq`.
+    pub fn from_parts(
+        ctx: RuleContext,
+        surface: Surface,
+        state: AdmissionState,
+    ) -> Result<Admission, Violation> {
+        let inconsistent = |m: String| Err(Violation::new(Rule::Surface, m));
+        if let Some(head) = state.head {
+            let first = surface.nodes().first();
+            if ctx.version != FormatVersion::V3 {
+                return inconsistent(format!("format {} has no protected head", ctx.version));
+            }
+            if first.is_none_or(|n| n.seq != head || n.kind != NodeKind::System) {
+                return inconsistent(format!("head {head} is not the system node 0"));
+            }
+        }
+        if state.saw_surface == surface.is_empty() {
+            return inconsistent(format!(
+                "saw_surface is {} but the surface has {} nodes",
+                state.saw_surface,
+                surface.len()
+            ));
+        }
+        if let Some(late) = surface.nodes().iter().find(|n| n.seq >= state.next_seq) {
+            return inconsistent(format!(
+                "node {} is not older than next seq {}",
+                late.seq, state.next_seq
+            ));
+        }
+        let AdmissionState {
+            open_step,
+            head,
+            saw_surface,
+            next_seq,
+        } = state;
+        Ok(Admission {
+            ctx,
+            surface,
+            open_step,
+            head,
+            saw_surface,
+            next_seq,
+        })
     }
 
     /// Checks every rule for `event` as the next event, without changing state.
@@ -116,21 +187,34 @@ impl Admission {
     /// Admits a whole batch atomically: when an event is refused, the state is restored to
     /// what it was before the batch, and the refused event's index is returned.
     pub fn admit_batch(&mut self, events: &[Event]) -> Result<(), (usize, Violation)> {
-        let saved = (self.open_step, self.head, self.saw_surface, self.next_seq);
+        let saved = self.state();
         let mut undos = Vec::with_capacity(events.len());
         for (event_idx, event) in events.iter().enumerate() {
             match self.check(event) {
                 Ok(admitted) => undos.push(self.commit(event, admitted)),
                 Err(violation) => {
-                    for undo in undos.into_iter().rev() {
-                        self.surface.undo(undo);
-                    }
-                    (self.open_step, self.head, self.saw_surface, self.next_seq) = saved;
+                    self.rollback(saved, undos);
                     return Err((event_idx, violation));
                 }
             }
         }
         Ok(())
+    }
+
+    /// Reverts commits: `undos` are theirs in commit order, and `saved` is [`Admission::state`]
+    /// from before the first.
+    pub fn rollback(&mut self, saved: AdmissionState, undos: Vec<Undo>) {
+        assert!(
+            saved.next_seq + undos.len() as u64 == self.next_seq,
+            "one undo per commit since the state was saved"
+        );
+        for undo in undos.into_iter().rev() {
+            self.surface.undo(undo);
+        }
+        self.open_step = saved.open_step;
+        self.head = saved.head;
+        self.saw_surface = saved.saw_surface;
+        self.next_seq = saved.next_seq;
     }
 
     /// The V3 restoration rules for the protected head; returns whether `event` becomes it.

@@ -39,6 +39,8 @@ pub enum Rule {
     TornTail,
     /// A corrupt zstd frame (spec §3.2).
     Frame,
+    /// An event that needs a message projection the fold lacks (spec §6.4, §7.2 step 3).
+    Projection,
 }
 
 impl Rule {
@@ -61,6 +63,7 @@ impl Rule {
             Rule::SystemStep => "system-step",
             Rule::TornTail => "torn-tail",
             Rule::Frame => "frame",
+            Rule::Projection => "projection",
         }
     }
 }

@@ -30,8 +30,10 @@
 //! ```
 
 pub mod admission;
+pub mod binary;
 pub mod error;
 pub mod event;
+pub mod fold;
 pub mod frame;
 pub mod gen;
 pub mod header;
@@ -39,6 +41,7 @@ mod json;
 pub mod message;
 pub mod payload;
 pub mod reader;
+pub mod record;
 pub mod row;
 pub mod rules;
 pub mod seq_ranges;
@@ -50,9 +53,10 @@ pub mod writer;
 pub use admission::Admission;
 pub use error::{Fault, ReadError, Rule, Violation};
 pub use event::{Event, EventData, EventType, SurfaceOp};
+pub use fold::SessionFold;
 pub use header::SessionHeader;
 pub use json::{check_lossless, Extra, SAFE_INTEGER_MAX};
 pub use message::{ContentBlock, Message, Source};
 pub use reader::{read_log, Log, LogReader, ReadOptions, Recovery, SnapshotMode};
 pub use version::{FormatVersion, FORMAT_VERSION_CURRENT};
-pub use writer::{Compression, LogWriter, WriteError};
+pub use writer::{Compression, LogWriter, WriteError, WriterOptions};

@@ -421,7 +421,10 @@ impl<R: Read> LogReader<R> {
 
     /// A later row proves the suffix committed only when it fully decodes as a `turn/end`.
     fn is_decodable_turn_end(&self) -> bool {
-        let ctx = RowContext { version: self.version, snapshot: self.snapshot() };
+        let ctx = RowContext {
+            version: self.version,
+            snapshot: self.snapshot(),
+        };
         match decode_row(&self.line, ctx, 0) {
             Ok(Decoded::One(event)) => event.kind == EventType::TurnEnd,
             _ => false,

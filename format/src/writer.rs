@@ -23,6 +23,14 @@ pub enum Compression {
     Zstd,
 }
 
+/// How a log is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriterOptions {
+    pub compression: Compression,
+    /// A normalized recording: placeholders are admitted where the spec allows them.
+    pub snapshot: bool,
+}
+
 /// Why an append was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -54,6 +62,27 @@ pub struct LogWriter<W: Write> {
 impl<W: Write> LogWriter<W> {
     /// Writes `header` as the first record (its own frame when compressed).
     pub fn new(out: W, header: &SessionHeader, compression: Compression) -> io::Result<Self> {
+        LogWriter::with_options(
+            out,
+            header,
+            WriterOptions {
+                compression,
+                snapshot: false,
+            },
+        )
+    }
+
+    /// Like [`LogWriter::new`]; `options.snapshot` writes a normalized recording, whose rules
+    /// admit `{{placeholder}}` values (spec §18).
+    pub fn with_options(
+        out: W,
+        header: &SessionHeader,
+        options: WriterOptions,
+    ) -> io::Result<Self> {
+        let WriterOptions {
+            compression,
+            snapshot,
+        } = options;
         let number = header
             .version
             .unwrap_or(crate::version::FORMAT_VERSION_CURRENT);
@@ -64,7 +93,7 @@ impl<W: Write> LogWriter<W> {
             )
         })?;
         header
-            .check(version, false)
+            .check(version, snapshot)
             .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, format!("header: {m}")))?;
         let mut writer = LogWriter {
             output: match compression {
@@ -72,10 +101,7 @@ impl<W: Write> LogWriter<W> {
                 Compression::Zstd => Output::Zstd(FrameWriter::new(out)),
             },
             version,
-            admission: Admission::new(RuleContext {
-                version,
-                snapshot: false,
-            }),
+            admission: Admission::new(RuleContext { version, snapshot }),
             batch: Vec::new(),
             poisoned: false,
         };

@@ -257,24 +257,3 @@ fn surface_becomes_non_monotonic() {
     }
     assert!(non_monotonic > 0, "the surface stayed in seq order");
 }
-
-#[test]
-fn zz_fingerprint() {
-    use std::hash::{DefaultHasher, Hasher};
-    for (seed, events) in [
-        (1, 5_000),
-        (2, 5_000),
-        (3, 5_000),
-        (0, 3_000),
-        (0xdead_beef, 20_000),
-    ] {
-        let bytes = write(events, seed);
-        let mut h = DefaultHasher::new();
-        h.write(&bytes);
-        eprintln!(
-            "FINGERPRINT seed={seed} events={events} len={} hash={:016x}",
-            bytes.len(),
-            h.finish()
-        );
-    }
-}

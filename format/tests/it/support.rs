@@ -8,7 +8,10 @@ pub fn fixtures_dir() -> Option<PathBuf> {
     if dir.join("MANIFEST.tsv").is_file() {
         return Some(dir);
     }
-    eprintln!("skipping: {} is missing (the dsh fixtures live beside the checkout)", dir.display());
+    eprintln!(
+        "skipping: {} is missing (the dsh fixtures live beside the checkout)",
+        dir.display()
+    );
     None
 }
 
@@ -25,9 +28,19 @@ pub struct ManifestRow {
 pub fn manifest(dir: &std::path::Path) -> Vec<ManifestRow> {
     let text = std::fs::read_to_string(dir.join("MANIFEST.tsv")).expect("MANIFEST.tsv is readable");
     let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("the manifest has a header").split('\t').collect();
-    let column = |name: &str| header.iter().position(|h| *h == name).expect("manifest column");
-    let (path_idx, version_idx, expect_idx) = (column("path"), column("format_version"), column("expect"));
+    let header: Vec<&str> = lines
+        .next()
+        .expect("the manifest has a header")
+        .split('\t')
+        .collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .expect("manifest column")
+    };
+    let (path_idx, version_idx, expect_idx) =
+        (column("path"), column("format_version"), column("expect"));
     lines
         .filter(|l| !l.trim().is_empty())
         .map(|line| {

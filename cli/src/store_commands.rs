@@ -1,0 +1,296 @@
+//! The commands that read or write a store: import, export, verify, messages, surface.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use serde_json::json;
+
+use sessionlog_engine::inspect::{fold_session, FoldedSession, SessionSource};
+use sessionlog_engine::store::verify::SessionReport;
+use sessionlog_engine::store::{default_path, Store};
+use sessionlog_engine::transfer::{export_session, import_file, ExportTarget};
+
+use crate::commands::{Global, InputArgs};
+use crate::output::{hex, print_json, progress, EXIT_FAULT, EXIT_OK};
+
+/// Which store to use.
+#[derive(Debug, Args)]
+pub struct DbArgs {
+    /// The store file (default: $SESSIONLOG_DB, else the path in the README).
+    #[arg(long, env = "SESSIONLOG_DB")]
+    db: Option<PathBuf>,
+}
+
+impl DbArgs {
+    fn path(&self) -> anyhow::Result<PathBuf> {
+        match &self.db {
+            Some(path) => Ok(path.clone()),
+            None => default_path().ok_or_else(|| anyhow!("no --db, no SESSIONLOG_DB and no HOME")),
+        }
+    }
+
+    fn open(&self) -> anyhow::Result<Store> {
+        let path = self.path()?;
+        Store::open(&path).with_context(|| format!("cannot open the store {}", path.display()))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    #[command(flatten)]
+    input: InputArgs,
+    /// Print `committed SESSION SEQ` after each durable commit.
+    #[arg(long)]
+    acks: bool,
+    /// V3 session logs, raw or .jsonl.zstd.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// The session to export.
+    session: String,
+    /// A new file (`.zstd` for compression), or `-` for stdout.
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// Sessions to verify (all when none).
+    sessions: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ViewArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    #[command(flatten)]
+    input: InputArgs,
+    /// The view as of this seq (inclusive); the head when absent.
+    #[arg(long)]
+    at: Option<u64>,
+    /// A log file, or a session id in the store.
+    source: String,
+}
+
+pub fn import(global: Global, args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let store = args.db.open()?;
+    let mut reports = Vec::new();
+    let mut failed = false;
+    let bar = progress(
+        args.files.len() as u64,
+        global.quiet || global.json,
+        "importing",
+    );
+    for file in &args.files {
+        let mut on_commit = |ack: &sessionlog_engine::store::AppendAck| {
+            if args.acks {
+                let mut out = io::stdout().lock();
+                // The acknowledgement is only useful if it is seen right away.
+                let _ = writeln!(out, "committed {} {}", ack.session, ack.next_seq - 1);
+                let _ = out.flush();
+            }
+        };
+        match import_file(&store, file, args.input.snapshot.into(), &mut on_commit) {
+            Ok(report) => reports.push(report),
+            Err(error) => {
+                failed = true;
+                eprintln!("{error:#}");
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if global.json {
+        let imports: Vec<_> = reports
+            .iter()
+            .map(|r| {
+                json!({
+                    "file": r.file.display().to_string(),
+                    "session": r.session,
+                    "events": r.events,
+                    "headHash": hex(&r.head_chain),
+                })
+            })
+            .collect();
+        print_json(&json!({ "db": store.path().display().to_string(), "imports": imports }))?;
+    } else if !global.quiet && !args.acks {
+        for r in &reports {
+            println!(
+                "{}: imported {} ({} events)",
+                r.file.display(),
+                r.session,
+                r.events
+            );
+        }
+    }
+    Ok(ExitCode::from(if failed { EXIT_FAULT } else { EXIT_OK }))
+}
+
+pub fn export(global: Global, args: ExportArgs) -> anyhow::Result<ExitCode> {
+    let store = args.db.open()?;
+    let target = if args.output == Path::new("-") {
+        ExportTarget::Stdout
+    } else {
+        ExportTarget::File(args.output.clone())
+    };
+    let n_events = export_session(&store, &args.session, &target)?;
+    if target != ExportTarget::Stdout && !global.quiet {
+        if global.json {
+            let file = args.output.display().to_string();
+            print_json(&json!({ "session": args.session, "file": file, "events": n_events }))?;
+        } else {
+            println!(
+                "{}: exported {} events to {}",
+                args.session,
+                n_events,
+                args.output.display()
+            );
+        }
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+pub fn verify(global: Global, args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let store = args.db.open()?;
+    let reports = store.verify(&args.sessions)?;
+    for report in &reports {
+        for fault in &report.faults {
+            let place = fault
+                .seq
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "-".to_owned());
+            eprintln!(
+                "{}@{place}: {} [{}]",
+                report.session,
+                fault.message,
+                fault.kind.name()
+            );
+        }
+    }
+    if global.json {
+        let sessions: Vec<_> = reports.iter().map(report_json).collect();
+        print_json(&json!({ "sessions": sessions }))?;
+    } else if !global.quiet {
+        for report in reports.iter().filter(|r| r.ok()) {
+            let hash = hex(&report.head_chain);
+            println!(
+                "{}: ok ({} events, head {hash})",
+                report.session, report.events
+            );
+        }
+    }
+    let ok = reports.iter().all(SessionReport::ok);
+    Ok(ExitCode::from(if ok { EXIT_OK } else { EXIT_FAULT }))
+}
+
+fn report_json(report: &SessionReport) -> serde_json::Value {
+    let faults: Vec<_> = report
+        .faults
+        .iter()
+        .map(|f| json!({ "seq": f.seq, "kind": f.kind.name(), "message": f.message }))
+        .collect();
+    json!({
+        "session": report.session,
+        "events": report.events,
+        "headHash": hex(&report.head_chain),
+        "ok": report.ok(),
+        "faults": faults,
+    })
+}
+
+/// Folds the view's source: a file when `--db` is absent and the argument names an existing
+/// file, else a session in the store.
+fn folded(args: &ViewArgs) -> anyhow::Result<FoldedSession> {
+    let path = Path::new(&args.source);
+    if args.db.db.is_none() && path.is_file() {
+        let source = SessionSource::File {
+            path,
+            snapshot: args.input.snapshot.into(),
+        };
+        return Ok(fold_session(source, args.at)?);
+    }
+    let store = args.db.open()?;
+    let source = SessionSource::Store {
+        store: &store,
+        session: &args.source,
+    };
+    Ok(fold_session(source, args.at)?)
+}
+
+pub fn messages(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
+    let folded = folded(&args)?;
+    let messages = folded.messages();
+    if global.json {
+        let messages: Vec<_> = messages
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?;
+        print_json(
+            &json!({ "session": folded.session, "atSeq": folded.at_seq, "messages": messages }),
+        )?;
+        return Ok(ExitCode::from(EXIT_OK));
+    }
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    for (idx, message) in messages.iter().enumerate() {
+        let role = message.role.as_deref().unwrap_or("?");
+        let text = message_text(message);
+        writeln!(out, "[{idx}] {role}: {text}")?;
+    }
+    out.flush()?;
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+/// A one-line summary of a message's content for the human view.
+fn message_text(message: &sessionlog_format::Message) -> String {
+    use sessionlog_format::ContentBlock;
+    let parts: Vec<String> = message
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(b) => b.text.clone(),
+            ContentBlock::Reasoning(b) => format!("(reasoning) {}", b.text),
+            ContentBlock::ToolCall(b) => format!("(tool-call {} {})", b.name, b.arguments),
+            ContentBlock::ToolResult(b) => format!("(tool-result {})", b.tool_call_id),
+            other => format!("({})", other.tag()),
+        })
+        .collect();
+    let text = parts.join(" ").replace('\n', " ");
+    match text.char_indices().nth(160) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}
+
+pub fn surface(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
+    let folded = folded(&args)?;
+    let nodes = folded.nodes();
+    let generation = folded.fold.replace_generation();
+    if global.json {
+        print_json(&json!({
+            "session": folded.session,
+            "atSeq": folded.at_seq,
+            "nodes": nodes,
+            "replaceGeneration": generation,
+        }))?;
+    } else {
+        let nodes: Vec<String> = nodes.iter().map(u64::to_string).collect();
+        println!(
+            "{} nodes, replaceGeneration {generation}: [{}]",
+            nodes.len(),
+            nodes.join(", ")
+        );
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}

@@ -1,0 +1,133 @@
+//! The store commands through the binary: import (with --acks), export, verify, messages and
+//! surface, with their exit codes and `--json` shapes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+use crate::support::{sessionlog, stderr, stdout};
+
+/// Runs the binary with `SESSIONLOG_DB` pointing at `db`.
+fn with_db(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(args)
+        .env("SESSIONLOG_DB", db)
+        .output()
+        .unwrap()
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_str(&stdout(output)).unwrap_or_else(|e| panic!("{e}: {}", stdout(output)))
+}
+
+fn generate(dir: &Path, name: &str, events: &str, seed: &str) -> String {
+    let path = dir.join(name);
+    let path = path.to_str().unwrap().to_owned();
+    let output = sessionlog(&["gen", "--events", events, "--seed", seed, "-o", &path]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    path
+}
+
+// Goal: import prints an acknowledgement per durable commit, ending at the last seq; verify
+// then passes with the CLI.md shape; export round-trips to the same events.
+#[test]
+fn import_verify_export() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("store.redb");
+    let file = generate(tmp.path(), "a.v3.jsonl", "3000", "1");
+    let import = with_db(&db, &["import", "--acks", &file]);
+    assert_eq!(import.status.code(), Some(0), "{}", stderr(&import));
+    let acks: Vec<String> = stdout(&import).lines().map(str::to_owned).collect();
+    assert!(acks.len() >= 3, "{acks:?}");
+    let last: Vec<&str> = acks.last().unwrap().split(' ').collect();
+    assert_eq!((last[0], last[2]), ("committed", "2999"));
+    let session = last[1].to_owned();
+
+    let verify = with_db(&db, &["--json", "verify"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    let doc = json_of(&verify);
+    let entry = &doc["sessions"][0];
+    assert_eq!(entry["session"], Value::from(session.clone()));
+    assert_eq!(entry["events"], Value::from(3000));
+    assert_eq!(entry["ok"], Value::Bool(true));
+    assert_eq!(entry["headHash"].as_str().unwrap().len(), 64);
+    assert_eq!(entry["faults"], Value::Array(vec![]));
+
+    let out = tmp.path().join("out.v3.jsonl.zstd");
+    let export = with_db(&db, &["export", &session, "-o", out.to_str().unwrap()]);
+    assert_eq!(export.status.code(), Some(0), "{}", stderr(&export));
+    let again = with_db(&db, &["export", &session, "-o", out.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(1), "export never overwrites");
+    let stdout_export = with_db(&db, &["export", &session, "-o", "-"]);
+    assert_eq!(stdout(&sessionlog(&["cat", &file])), stdout(&stdout_export));
+    let cat = sessionlog(&["cat", out.to_str().unwrap()]);
+    assert_eq!(stdout(&cat), stdout(&stdout_export));
+}
+
+// Goal: messages and surface read the same view from a file and from the store, at the head
+// and at a seq, with CLI.md's JSON shapes.
+#[test]
+fn messages_and_surface_from_file_and_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("store.redb");
+    let file = generate(tmp.path(), "b.v3.jsonl", "1500", "2");
+    assert_eq!(with_db(&db, &["import", &file]).status.code(), Some(0));
+    let session = json_of(&with_db(&db, &["--json", "verify"]))["sessions"][0]["session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for at in [None, Some("700")] {
+        let mut file_args = vec!["--json", "messages", file.as_str()];
+        let mut db_args = vec![
+            "--json",
+            "messages",
+            "--db",
+            db.to_str().unwrap(),
+            session.as_str(),
+        ];
+        if let Some(at) = at {
+            file_args.extend(["--at", at]);
+            db_args.extend(["--at", at]);
+        }
+        let from_file = json_of(&sessionlog(&file_args));
+        let from_db = json_of(&sessionlog(&db_args));
+        assert_eq!(from_file, from_db);
+        assert_eq!(from_file["session"], Value::from(session.clone()));
+        let expected_at = at.map_or(1499, |a| a.parse().unwrap());
+        assert_eq!(from_file["atSeq"], Value::from(expected_at));
+        assert!(!from_file["messages"].as_array().unwrap().is_empty());
+        let surface = json_of(&with_db(&db, &["--json", "surface", session.as_str()]));
+        assert!(surface["replaceGeneration"].as_u64().unwrap() > 0);
+        assert!(surface["nodes"].as_array().unwrap().len() > 1);
+    }
+}
+
+// Goal: importing a non-V3 log is refused with exit 1 and a message naming the file, and
+// asking for an unknown session is exit 1 too.
+#[test]
+fn refusals_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("store.redb");
+    let v2 = tmp.path().join("old.v2.jsonl");
+    std::fs::write(
+        &v2,
+        "{\"type\":\"session\",\"version\":2,\"id\":\"o\",\"createdAt\":1,\"isSeeded\":false,\"delegationDepth\":0}\n",
+    )
+    .unwrap();
+    let import = with_db(&db, &["import", v2.to_str().unwrap()]);
+    assert_eq!(import.status.code(), Some(1));
+    assert!(
+        stderr(&import).contains("import takes V3 logs"),
+        "{}",
+        stderr(&import)
+    );
+    let missing = with_db(&db, &["messages", "no-such-session"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("no session no-such-session"),
+        "{}",
+        stderr(&missing)
+    );
+}

@@ -1,0 +1,486 @@
+//! The embedded store: many sessions in one redb file, each an append-only chain of
+//! checksummed records, with the session folds kept warm in memory and checkpointed to disk.
+//!
+//! The store is synchronous. Appends are serialized by one write lock and may be grouped: a
+//! group of batches from many sessions shares one redb commit, hence one fsync (the async
+//! writer task in [`crate::service`] does this). A batch is admitted in full or not at all, and
+//! it is acknowledged only after its commit is durable. After any I/O failure the store is
+//! poisoned: every later write fails until it is reopened, and reopening recovers exactly the
+//! last committed state.
+
+mod session;
+mod tables;
+pub mod verify;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use sessionlog_format::fold::SessionFold;
+use sessionlog_format::record::{self, ChainHash};
+use sessionlog_format::{Event, FormatVersion, SessionHeader, Violation};
+
+pub use self::session::Head;
+use self::session::SessionState;
+pub use self::tables::STORE_FORMAT_VERSION;
+use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
+
+/// Most events one batch may carry.
+pub const BATCH_EVENTS_MAX: usize = 65_536;
+/// A fold checkpoint is written when this many events have been appended since the last one.
+pub const CHECKPOINT_INTERVAL_EVENTS: u64 = 4096;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A file or database operation failed; the store is now poisoned.
+    #[error("storage failure: {0}")]
+    Storage(String),
+    /// An earlier write failed; no write is taken until the store is reopened.
+    #[error("the store stopped taking writes after an earlier failure; reopen it to recover")]
+    Poisoned,
+    #[error("the store was written by a newer sessionlog (store format v{found}, this build reads v{supported})")]
+    UpgradeRequired { found: u32, supported: u32 },
+    /// Stored bytes failed a check.
+    #[error("the store is corrupt: {reason}")]
+    Corrupt { reason: String },
+    #[error("no session {session} in the store")]
+    UnknownSession { session: String },
+    #[error("session {session} already exists")]
+    SessionExists { session: String },
+    /// The caller's expected next seq is stale: another writer appended first.
+    #[error("{session}@{expected}: conflict: the session's next seq is {current}")]
+    Conflict {
+        session: String,
+        expected: u64,
+        current: u64,
+    },
+    /// An event broke an admission rule; nothing of its batch was written.
+    #[error("{session}@{seq}: {violation}")]
+    Rejected {
+        session: String,
+        seq: u64,
+        violation: Violation,
+    },
+    #[error("{session}: a batch holds {n_events} events, at most {BATCH_EVENTS_MAX}")]
+    BatchTooLarge { session: String, n_events: usize },
+    #[error("invalid session header: {reason}")]
+    InvalidHeader { reason: String },
+    #[error("{session}@{seq}: no such seq; the session's next seq is {next_seq}")]
+    SeqOutOfRange {
+        session: String,
+        seq: u64,
+        next_seq: u64,
+    },
+}
+
+/// The store used when neither `--db` nor `SESSIONLOG_DB` names one:
+/// `$XDG_DATA_HOME/sessionlog/sessions.redb`, else `$HOME/.local/share/sessionlog/sessions.redb`.
+pub fn default_path() -> Option<PathBuf> {
+    let non_empty = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let data =
+        non_empty("XDG_DATA_HOME").or_else(|| non_empty("HOME").map(|h| h.join(".local/share")))?;
+    Some(data.join("sessionlog").join("sessions.redb"))
+}
+
+impl StoreError {
+    fn storage(error: impl std::fmt::Display) -> StoreError {
+        StoreError::Storage(error.to_string())
+    }
+}
+
+/// One batch to append.
+#[derive(Debug, Clone)]
+pub struct AppendRequest {
+    pub session: String,
+    /// The seq the batch's first event must carry; a stale value is a conflict.
+    pub expected_next_seq: u64,
+    pub events: Vec<Event>,
+}
+
+/// A durable append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendAck {
+    pub session: String,
+    pub first_seq: u64,
+    /// The session's next seq after the batch; the last seq committed is `next_seq - 1`.
+    pub next_seq: u64,
+    /// The chain hash at the session's head after the batch.
+    pub head_chain: ChainHash,
+}
+
+/// The embedded store.
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+    sessions: Mutex<HashMap<String, Arc<Mutex<SessionState>>>>,
+    write_lock: Mutex<()>,
+    poisoned: AtomicBool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens the store at `path`, creating it (and the meta record, and missing parent
+    /// directories) when it does not exist.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(StoreError::storage)?;
+        }
+        let db = Database::create(path).map_err(StoreError::storage)?;
+        let store = Store {
+            db,
+            path: path.to_owned(),
+            sessions: Mutex::new(HashMap::new()),
+            write_lock: Mutex::new(()),
+            poisoned: AtomicBool::new(false),
+        };
+        store.init_tables()?;
+        Ok(store)
+    }
+
+    fn init_tables(&self) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(StoreError::storage)?;
+        {
+            let mut meta = txn.open_table(META).map_err(StoreError::storage)?;
+            let existing = meta
+                .get(META_KEY)
+                .map_err(StoreError::storage)?
+                .map(|v| v.value().to_vec());
+            match existing {
+                Some(bytes) => {
+                    tables::check_meta(&bytes)?;
+                }
+                None => {
+                    meta.insert(META_KEY, tables::encode_meta().as_slice())
+                        .map_err(StoreError::storage)?;
+                }
+            }
+            txn.open_table(SESSIONS).map_err(StoreError::storage)?;
+            txn.open_table(EVENTS).map_err(StoreError::storage)?;
+            txn.open_table(CHECKPOINTS).map_err(StoreError::storage)?;
+        }
+        txn.commit().map_err(StoreError::storage)
+    }
+
+    /// The store's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        if self.poisoned.load(Ordering::SeqCst) {
+            return Err(StoreError::Poisoned);
+        }
+        Ok(())
+    }
+
+    /// Marks the store poisoned and forgets the in-memory folds, which may be ahead of disk.
+    fn poison(&self, error: impl std::fmt::Display) -> StoreError {
+        self.poisoned.store(true, Ordering::SeqCst);
+        lock(&self.sessions).clear();
+        StoreError::storage(error)
+    }
+
+    /// Whether an earlier failure stopped writes.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::SeqCst)
+    }
+
+    /// Creates a session from its V3 header. The header's id names the session.
+    pub fn create_session(&self, header: &SessionHeader) -> Result<(), StoreError> {
+        self.create_session_with(header, false)
+    }
+
+    /// Creates a session; `snapshot` marks a normalized dsh recording, whose rules admit
+    /// `{{placeholder}}` values (spec §18).
+    pub fn create_session_with(
+        &self,
+        header: &SessionHeader,
+        snapshot: bool,
+    ) -> Result<(), StoreError> {
+        self.check_writable()?;
+        header
+            .check(FormatVersion::V3, snapshot)
+            .map_err(|reason| StoreError::InvalidHeader { reason })?;
+        if header.version != Some(3) {
+            return Err(StoreError::InvalidHeader {
+                reason: "the store keeps V3 sessions".into(),
+            });
+        }
+        let _write = lock(&self.write_lock);
+        let result = self.insert_session(header, snapshot);
+        if let Err(StoreError::Storage(message)) = &result {
+            return Err(self.poison(message));
+        }
+        result
+    }
+
+    fn insert_session(&self, header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(StoreError::storage)?;
+        {
+            let mut sessions = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
+            if sessions
+                .get(header.id.as_str())
+                .map_err(StoreError::storage)?
+                .is_some()
+            {
+                return Err(StoreError::SessionExists {
+                    session: header.id.clone(),
+                });
+            }
+            let key = sessions.len().map_err(StoreError::storage)?;
+            let record = tables::SessionRecord {
+                key,
+                snapshot,
+                header: header.clone(),
+            };
+            let bytes = tables::encode_session(&record);
+            sessions
+                .insert(header.id.as_str(), bytes.as_slice())
+                .map_err(StoreError::storage)?;
+        }
+        txn.commit().map_err(StoreError::storage)
+    }
+
+    /// The ids of every session, in id order.
+    pub fn sessions(&self) -> Result<Vec<String>, StoreError> {
+        let txn = self.db.begin_read().map_err(StoreError::storage)?;
+        let table = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
+        let mut ids = Vec::new();
+        for entry in table.iter().map_err(StoreError::storage)? {
+            let (key, _) = entry.map_err(StoreError::storage)?;
+            ids.push(key.value().to_owned());
+        }
+        Ok(ids)
+    }
+
+    /// The session's header.
+    pub fn header(&self, session: &str) -> Result<SessionHeader, StoreError> {
+        let state = self.session_state(session)?;
+        let header = lock(&state).header.clone();
+        Ok(header)
+    }
+
+    /// Whether the session is a normalized dsh recording (spec §18).
+    pub fn is_snapshot(&self, session: &str) -> Result<bool, StoreError> {
+        let state = self.session_state(session)?;
+        let snapshot = lock(&state).snapshot;
+        Ok(snapshot)
+    }
+
+    /// The session's next seq and the chain hash at its head, for an auditor to pin.
+    pub fn head(&self, session: &str) -> Result<Head, StoreError> {
+        let state = self.session_state(session)?;
+        let head = lock(&state).head();
+        Ok(head)
+    }
+
+    /// Appends one batch and returns once it is durable.
+    pub fn append(
+        &self,
+        session: &str,
+        expected_next_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<AppendAck, StoreError> {
+        let request = AppendRequest {
+            session: session.to_owned(),
+            expected_next_seq,
+            events,
+        };
+        self.append_group(vec![request])
+            .pop()
+            .expect("one result per request")
+    }
+
+    /// Appends several batches in one durable commit (one fsync). Each batch is admitted or
+    /// refused on its own; a storage failure fails every batch of the group and poisons the
+    /// store.
+    pub fn append_group(&self, requests: Vec<AppendRequest>) -> Vec<Result<AppendAck, StoreError>> {
+        if self.check_writable().is_err() {
+            return requests.iter().map(|_| Err(StoreError::Poisoned)).collect();
+        }
+        let _write = lock(&self.write_lock);
+        match self.write_group(requests) {
+            Ok(results) => results,
+            Err((n_requests, error)) => {
+                let message = error.to_string();
+                self.poison(&message);
+                (0..n_requests)
+                    .map(|_| Err(StoreError::Storage(message.clone())))
+                    .collect()
+            }
+        }
+    }
+
+    /// Stages every admitted batch in one write transaction and commits it.
+    fn write_group(
+        &self,
+        requests: Vec<AppendRequest>,
+    ) -> Result<Vec<Result<AppendAck, StoreError>>, (usize, StoreError)> {
+        let n_requests = requests.len();
+        let fail = |e: StoreError| (n_requests, e);
+        let mut txn = self
+            .db
+            .begin_write()
+            .map_err(|e| fail(StoreError::storage(e)))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| fail(StoreError::storage(e)))?;
+        let mut results = Vec::with_capacity(n_requests);
+        {
+            let mut events = txn
+                .open_table(EVENTS)
+                .map_err(|e| fail(StoreError::storage(e)))?;
+            let mut checkpoints = txn
+                .open_table(CHECKPOINTS)
+                .map_err(|e| fail(StoreError::storage(e)))?;
+            for request in requests {
+                let staged = self.stage(request, &mut events, &mut checkpoints);
+                match staged {
+                    Err(StoreError::Storage(message)) => {
+                        return Err(fail(StoreError::Storage(message)))
+                    }
+                    other => results.push(other),
+                }
+            }
+        }
+        txn.commit().map_err(|e| fail(StoreError::storage(e)))?;
+        Ok(results)
+    }
+
+    /// Admits one batch into its session's fold and inserts its records into the open
+    /// transaction.
+    fn stage(
+        &self,
+        request: AppendRequest,
+        events: &mut redb::Table<(u64, u64), &[u8]>,
+        checkpoints: &mut redb::Table<u64, &[u8]>,
+    ) -> Result<AppendAck, StoreError> {
+        let AppendRequest {
+            session,
+            expected_next_seq,
+            events: batch,
+        } = request;
+        if batch.len() > BATCH_EVENTS_MAX {
+            return Err(StoreError::BatchTooLarge {
+                session,
+                n_events: batch.len(),
+            });
+        }
+        let state = self.session_state(&session)?;
+        let mut state = lock(&state);
+        let current = state.fold.admission().next_seq();
+        if expected_next_seq != current {
+            return Err(StoreError::Conflict {
+                session,
+                expected: expected_next_seq,
+                current,
+            });
+        }
+        let batch: Vec<Arc<Event>> = batch.into_iter().map(Arc::new).collect();
+        if let Err((event_idx, violation)) = state.fold.admit_batch(&batch) {
+            let seq = batch[event_idx].seq;
+            return Err(StoreError::Rejected {
+                session,
+                seq,
+                violation,
+            });
+        }
+        let mut chain = state.head_chain;
+        let mut buf = Vec::new();
+        for event in &batch {
+            buf.clear();
+            chain = record::encode_event(event, &chain, &mut buf).map_err(StoreError::storage)?;
+            events
+                .insert((state.key, event.seq), buf.as_slice())
+                .map_err(StoreError::storage)?;
+        }
+        state.head_chain = chain;
+        let next_seq = state.fold.admission().next_seq();
+        if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
+            let bytes = state.encode_checkpoint()?;
+            checkpoints
+                .insert(state.key, bytes.as_slice())
+                .map_err(StoreError::storage)?;
+            state.checkpoint_next_seq = next_seq;
+        }
+        Ok(AppendAck {
+            session,
+            first_seq: expected_next_seq,
+            next_seq,
+            head_chain: chain,
+        })
+    }
+
+    /// The in-memory state of a session, loading it on first use.
+    fn session_state(&self, session: &str) -> Result<Arc<Mutex<SessionState>>, StoreError> {
+        if let Some(state) = lock(&self.sessions).get(session) {
+            return Ok(Arc::clone(state));
+        }
+        let state = Arc::new(Mutex::new(self.load_session(session)?));
+        let mut sessions = lock(&self.sessions);
+        let entry = sessions.entry(session.to_owned()).or_insert(state);
+        Ok(Arc::clone(entry))
+    }
+
+    fn load_session(&self, session: &str) -> Result<SessionState, StoreError> {
+        let txn = self.db.begin_read().map_err(StoreError::storage)?;
+        SessionState::load(&txn, session)
+    }
+
+    /// Events `from_seq..to_seq` (clamped to the head), checked record by record.
+    pub fn read_range(
+        &self,
+        session: &str,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let txn = self.db.begin_read().map_err(StoreError::storage)?;
+        session::read_range(&txn, session, from_seq, to_seq)
+    }
+
+    /// The fold as of `at_seq` inclusive (`None`: the head).
+    pub fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
+        let txn = self.db.begin_read().map_err(StoreError::storage)?;
+        session::fold_at(&txn, session, at_seq)
+    }
+
+    /// Runs `f` on the session's warm fold at its head (no copy of the fold is made).
+    pub fn with_fold<T>(
+        &self,
+        session: &str,
+        f: impl FnOnce(&SessionFold) -> T,
+    ) -> Result<T, StoreError> {
+        let state = self.session_state(session)?;
+        let state = lock(&state);
+        Ok(f(&state.fold))
+    }
+
+    /// Reads the raw database for verify.
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+}
+
+/// Locks a mutex; a panic while it was held poisons it, and the data is still consistent
+/// because every mutation under these locks is completed or undone before unlocking.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,307 @@
+//! One session's state: its header, its warm fold, and the chain hash at its head.
+//!
+//! Loading resumes from the latest fold checkpoint and folds only the events after it, so a
+//! big session reopens in time proportional to the events since the checkpoint (plus reading
+//! its live surface nodes).
+
+use std::sync::Arc;
+
+use redb::{ReadTransaction, ReadableTable};
+use sessionlog_format::binary;
+use sessionlog_format::fold::{FoldCheckpoint, SessionFold, FOLD_CHECKPOINT_VERSION};
+use sessionlog_format::record::{self, ChainHash};
+use sessionlog_format::rules::RuleContext;
+use sessionlog_format::{Event, FormatVersion, SessionHeader};
+
+use super::tables::{self, CheckpointRecord, SessionRecord, CHECKPOINTS, EVENTS, SESSIONS};
+use super::StoreError;
+
+/// zstd level of checkpoint bodies.
+const CHECKPOINT_ZSTD_LEVEL: i32 = 3;
+
+/// A session's head: the seq the next event gets and the chain hash of the last record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub next_seq: u64,
+    pub chain: ChainHash,
+}
+
+pub(crate) struct SessionState {
+    pub(crate) key: u64,
+    /// A normalized recording (spec §18).
+    pub(crate) snapshot: bool,
+    pub(crate) header: SessionHeader,
+    pub(crate) fold: SessionFold,
+    pub(crate) head_chain: ChainHash,
+    /// `next_seq` of the latest persisted checkpoint (0: none).
+    pub(crate) checkpoint_next_seq: u64,
+}
+
+/// The rules a session's events follow.
+pub(crate) fn context_of(record: &SessionRecord) -> RuleContext {
+    RuleContext {
+        version: FormatVersion::V3,
+        snapshot: record.snapshot,
+    }
+}
+
+fn storage(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Storage(error.to_string())
+}
+
+fn corrupt(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        reason: format!("{session}@{seq}: {error}"),
+    }
+}
+
+pub(crate) fn session_record(
+    txn: &ReadTransaction,
+    session: &str,
+) -> Result<SessionRecord, StoreError> {
+    let sessions = txn.open_table(SESSIONS).map_err(storage)?;
+    let bytes =
+        sessions
+            .get(session)
+            .map_err(storage)?
+            .ok_or_else(|| StoreError::UnknownSession {
+                session: session.to_owned(),
+            })?;
+    tables::decode_session(session, bytes.value())
+}
+
+impl SessionState {
+    pub(crate) fn head(&self) -> Head {
+        Head {
+            next_seq: self.fold.admission().next_seq(),
+            chain: self.head_chain,
+        }
+    }
+
+    /// Loads a session: resume from its checkpoint when one is usable, then fold the rest.
+    pub(crate) fn load(txn: &ReadTransaction, session: &str) -> Result<SessionState, StoreError> {
+        let session_record = session_record(txn, session)?;
+        let ctx = context_of(&session_record);
+        let SessionRecord { key, header, .. } = session_record;
+        let genesis = record::genesis_chain(&header);
+        let mut state = match load_checkpoint(txn, session, key, ctx)? {
+            Some((fold, chain)) => {
+                let next_seq = fold.admission().next_seq();
+                SessionState {
+                    key,
+                    snapshot: ctx.snapshot,
+                    header,
+                    fold,
+                    head_chain: chain,
+                    checkpoint_next_seq: next_seq,
+                }
+            }
+            None => SessionState {
+                key,
+                snapshot: ctx.snapshot,
+                header,
+                fold: SessionFold::new(ctx),
+                head_chain: genesis,
+                checkpoint_next_seq: 0,
+            },
+        };
+        let from_seq = state.fold.admission().next_seq();
+        let mut chain = state.head_chain;
+        for_each_record(txn, session, key, from_seq, u64::MAX, &mut chain, |event| {
+            let seq = event.seq;
+            state
+                .fold
+                .admit(Arc::new(event))
+                .map_err(|v| corrupt(session, seq, v))
+        })?;
+        state.head_chain = chain;
+        Ok(state)
+    }
+
+    /// Encodes the fold checkpoint record for the state as it is now.
+    pub(crate) fn encode_checkpoint(&self) -> Result<Vec<u8>, StoreError> {
+        let checkpoint = self.fold.checkpoint();
+        let mut raw = Vec::new();
+        binary::to_vec(&checkpoint, &mut raw).map_err(storage)?;
+        let body = zstd::bulk::compress(&raw, CHECKPOINT_ZSTD_LEVEL).map_err(storage)?;
+        let record = CheckpointRecord {
+            version: FOLD_CHECKPOINT_VERSION,
+            next_seq: self.fold.admission().next_seq(),
+            chain: self.head_chain,
+            body,
+        };
+        Ok(tables::encode_checkpoint(&record))
+    }
+}
+
+/// Decodes a checkpoint record's fold checkpoint, or says why it cannot be used.
+pub(crate) fn decode_checkpoint_body(
+    bytes: &[u8],
+) -> Result<(CheckpointRecord, FoldCheckpoint), String> {
+    let record = tables::decode_checkpoint(bytes)?;
+    if record.version != FOLD_CHECKPOINT_VERSION {
+        return Err(format!(
+            "checkpoint version {} is not this build's {FOLD_CHECKPOINT_VERSION}",
+            record.version
+        ));
+    }
+    let raw = zstd::stream::decode_all(record.body.as_slice()).map_err(|e| e.to_string())?;
+    let checkpoint: FoldCheckpoint = binary::from_slice(&raw).map_err(|e| e.to_string())?;
+    Ok((record, checkpoint))
+}
+
+/// The fold and head chain from the session's checkpoint, when there is a usable one. A stale
+/// (other version) or damaged checkpoint is ignored: the log is the source of truth.
+fn load_checkpoint(
+    txn: &ReadTransaction,
+    session: &str,
+    key: u64,
+    ctx: RuleContext,
+) -> Result<Option<(SessionFold, ChainHash)>, StoreError> {
+    let checkpoints = txn.open_table(CHECKPOINTS).map_err(storage)?;
+    let Some(bytes) = checkpoints.get(key).map_err(storage)? else {
+        return Ok(None);
+    };
+    let Ok((record, checkpoint)) = decode_checkpoint_body(bytes.value()) else {
+        return Ok(None);
+    };
+    let events = txn.open_table(EVENTS).map_err(storage)?;
+    let mut failure = None;
+    let fold = SessionFold::resume(ctx, checkpoint, |seq| {
+        match read_event_unchained(&events, session, key, seq) {
+            Ok(event) => Some(Arc::new(event)),
+            Err(error) => {
+                failure = Some(error);
+                None
+            }
+        }
+    });
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    match fold {
+        Ok(fold) if fold.admission().next_seq() == record.next_seq => {
+            Ok(Some((fold, record.chain)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// One event by seq, checking its record's crc (its chain is checked by a full walk).
+fn read_event_unchained(
+    events: &impl ReadableTable<(u64, u64), &'static [u8]>,
+    session: &str,
+    key: u64,
+    seq: u64,
+) -> Result<Event, StoreError> {
+    let bytes = events
+        .get((key, seq))
+        .map_err(storage)?
+        .ok_or_else(|| corrupt(session, seq, "the record is missing"))?;
+    let record = bytes.value();
+    let header = record::check_record_crc(record).map_err(|e| corrupt(session, seq, e))?;
+    record::decode_checked_body(record, &header, seq).map_err(|e| corrupt(session, seq, e))
+}
+
+/// Walks records `from_seq..to_seq` in order, checking crc, chain link and seq density, and
+/// calls `f` with each event. `chain` is the chain before `from_seq` and ends at the last one.
+pub(crate) fn for_each_record(
+    txn: &ReadTransaction,
+    session: &str,
+    key: u64,
+    from_seq: u64,
+    to_seq: u64,
+    chain: &mut ChainHash,
+    mut f: impl FnMut(Event) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let events = txn.open_table(EVENTS).map_err(storage)?;
+    let range = events
+        .range((key, from_seq)..(key, to_seq))
+        .map_err(storage)?;
+    for (expected_seq, entry) in (from_seq..).zip(range) {
+        let (stored_key, bytes) = entry.map_err(storage)?;
+        let (_, seq) = stored_key.value();
+        if seq != expected_seq {
+            let message = format!("the record is missing (next is {seq})");
+            return Err(corrupt(session, expected_seq, message));
+        }
+        let (event, next_chain) = record::decode_event(bytes.value(), chain, seq)
+            .map_err(|e| corrupt(session, seq, e))?;
+        *chain = next_chain;
+        f(event)?;
+    }
+    Ok(())
+}
+
+/// The chain hash after `seq` as stored in its record (the genesis for `None`).
+fn chain_before(
+    txn: &ReadTransaction,
+    session: &str,
+    record: &SessionRecord,
+    from_seq: u64,
+) -> Result<ChainHash, StoreError> {
+    if from_seq == 0 {
+        return Ok(record::genesis_chain(&record.header));
+    }
+    let events = txn.open_table(EVENTS).map_err(storage)?;
+    let prev_seq = from_seq - 1;
+    let bytes = events
+        .get((record.key, prev_seq))
+        .map_err(storage)?
+        .ok_or_else(|| corrupt(session, prev_seq, "the record is missing"))?;
+    let header =
+        record::check_record_crc(bytes.value()).map_err(|e| corrupt(session, prev_seq, e))?;
+    Ok(header.chain)
+}
+
+pub(crate) fn read_range(
+    txn: &ReadTransaction,
+    session: &str,
+    from_seq: u64,
+    to_seq: u64,
+) -> Result<Vec<Event>, StoreError> {
+    let record = session_record(txn, session)?;
+    let mut chain = chain_before(txn, session, &record, from_seq)?;
+    let mut out = Vec::new();
+    for_each_record(
+        txn,
+        session,
+        record.key,
+        from_seq,
+        to_seq,
+        &mut chain,
+        |event| {
+            out.push(event);
+            Ok(())
+        },
+    )?;
+    Ok(out)
+}
+
+/// Folds the session from its start through `at_seq` (the head when `None`).
+pub(crate) fn fold_at(
+    txn: &ReadTransaction,
+    session: &str,
+    at_seq: Option<u64>,
+) -> Result<SessionFold, StoreError> {
+    let record = session_record(txn, session)?;
+    let mut chain = record::genesis_chain(&record.header);
+    let to_seq = at_seq.map_or(u64::MAX, |s| s.saturating_add(1));
+    let mut fold = SessionFold::new(context_of(&record));
+    for_each_record(txn, session, record.key, 0, to_seq, &mut chain, |event| {
+        let seq = event.seq;
+        fold.admit(Arc::new(event))
+            .map_err(|v| corrupt(session, seq, v))
+    })?;
+    if let Some(at) = at_seq {
+        let next_seq = fold.admission().next_seq();
+        if next_seq <= at {
+            return Err(StoreError::SeqOutOfRange {
+                session: session.to_owned(),
+                seq: at,
+                next_seq,
+            });
+        }
+    }
+    Ok(fold)
+}

@@ -1,0 +1,257 @@
+//! `verify`: re-read every record of every session and check everything that can be checked.
+//!
+//! Per record: the crc, the chain link, seq density, the body's decoding, and every admission
+//! rule (by folding from scratch). Per session: the persisted fold checkpoint equals the fresh
+//! fold at the same seq. A fault does not stop the walk: after a chain break the walk resyncs
+//! on the stored chain so that later damage is reported too; after an admission fault the fold
+//! is no longer trusted and only the record checks continue.
+
+use std::sync::Arc;
+
+use redb::{ReadTransaction, ReadableDatabase};
+use sessionlog_format::fold::SessionFold;
+use sessionlog_format::record::{self, ChainHash, RecordError};
+
+use super::session::{context_of, decode_checkpoint_body, session_record};
+use super::tables::{CHECKPOINTS, EVENTS};
+use super::{Store, StoreError};
+
+/// What kind of fault verify found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FaultKind {
+    /// A record's crc does not match its bytes.
+    Checksum,
+    /// A record's chain hash does not follow from the previous record.
+    Chain,
+    /// A seq is missing or out of place.
+    Missing,
+    /// A record's header or body cannot be decoded.
+    Decode,
+    /// An event breaks an admission rule.
+    Admission,
+    /// The persisted fold checkpoint differs from a fold from scratch.
+    Checkpoint,
+    /// The session's own record is damaged.
+    Session,
+}
+
+impl FaultKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Checksum => "checksum",
+            FaultKind::Chain => "chain",
+            FaultKind::Missing => "missing",
+            FaultKind::Decode => "decode",
+            FaultKind::Admission => "admission",
+            FaultKind::Checkpoint => "checkpoint",
+            FaultKind::Session => "session",
+        }
+    }
+}
+
+/// One fault found by verify.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyFault {
+    /// The seq the fault is at; `None` for session-level faults.
+    pub seq: Option<u64>,
+    pub kind: FaultKind,
+    pub message: String,
+}
+
+/// The verify result of one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionReport {
+    pub session: String,
+    pub events: u64,
+    /// The chain hash at the head, as recomputed.
+    pub head_chain: ChainHash,
+    pub faults: Vec<VerifyFault>,
+}
+
+impl SessionReport {
+    pub fn ok(&self) -> bool {
+        self.faults.is_empty()
+    }
+}
+
+impl Store {
+    /// Verifies the given sessions (every session when empty).
+    pub fn verify(&self, sessions: &[String]) -> Result<Vec<SessionReport>, StoreError> {
+        let ids = if sessions.is_empty() {
+            self.sessions()?
+        } else {
+            sessions.to_vec()
+        };
+        let txn = self
+            .db()
+            .begin_read()
+            .map_err(|e| StoreError::Storage(e.to_string()))?;
+        ids.iter().map(|id| verify_session(&txn, id)).collect()
+    }
+}
+
+struct Walk {
+    report: SessionReport,
+    fold: Option<SessionFold>,
+    chain: ChainHash,
+    expected_seq: u64,
+    checkpoint_next_seq: Option<u64>,
+    /// The fresh fold's checkpoint and chain at the stored checkpoint's seq.
+    fresh_checkpoint: Option<(sessionlog_format::fold::FoldCheckpoint, ChainHash)>,
+}
+
+fn verify_session(txn: &ReadTransaction, session: &str) -> Result<SessionReport, StoreError> {
+    let storage = |e: redb::StorageError| StoreError::Storage(e.to_string());
+    let mut report = SessionReport {
+        session: session.to_owned(),
+        events: 0,
+        head_chain: [0; 32],
+        faults: Vec::new(),
+    };
+    let record = match session_record(txn, session) {
+        Ok(record) => record,
+        Err(StoreError::Corrupt { reason }) => {
+            report.faults.push(VerifyFault {
+                seq: None,
+                kind: FaultKind::Session,
+                message: reason,
+            });
+            return Ok(report);
+        }
+        Err(other) => return Err(other),
+    };
+    let checkpoint = read_checkpoint(txn, record.key)?;
+    let mut walk = Walk {
+        chain: record::genesis_chain(&record.header),
+        report,
+        fold: Some(SessionFold::new(context_of(&record))),
+        expected_seq: 0,
+        checkpoint_next_seq: checkpoint
+            .as_ref()
+            .and_then(|c| c.as_ref().ok())
+            .map(|c| c.0),
+        fresh_checkpoint: None,
+    };
+    let events = txn
+        .open_table(EVENTS)
+        .map_err(|e| StoreError::Storage(e.to_string()))?;
+    for entry in events
+        .range((record.key, 0)..=(record.key, u64::MAX))
+        .map_err(storage)?
+    {
+        let (key, bytes) = entry.map_err(storage)?;
+        walk.record(key.value().1, bytes.value());
+    }
+    walk.report.head_chain = walk.chain;
+    walk.report.events = walk.expected_seq;
+    check_checkpoint(&mut walk, checkpoint);
+    Ok(walk.report)
+}
+
+type StoredCheckpoint = Result<(u64, ChainHash, sessionlog_format::fold::FoldCheckpoint), String>;
+
+fn read_checkpoint(
+    txn: &ReadTransaction,
+    key: u64,
+) -> Result<Option<StoredCheckpoint>, StoreError> {
+    let checkpoints = txn
+        .open_table(CHECKPOINTS)
+        .map_err(|e| StoreError::Storage(e.to_string()))?;
+    let Some(bytes) = checkpoints
+        .get(key)
+        .map_err(|e| StoreError::Storage(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(
+        decode_checkpoint_body(bytes.value()).map(|(r, c)| (r.next_seq, r.chain, c)),
+    ))
+}
+
+impl Walk {
+    fn fault(&mut self, seq: u64, kind: FaultKind, message: impl Into<String>) {
+        self.report.faults.push(VerifyFault {
+            seq: Some(seq),
+            kind,
+            message: message.into(),
+        });
+    }
+
+    fn record(&mut self, seq: u64, bytes: &[u8]) {
+        if seq != self.expected_seq {
+            let message = format!("seqs {}..{seq} are missing", self.expected_seq);
+            self.fault(self.expected_seq, FaultKind::Missing, message);
+            self.fold = None;
+            self.expected_seq = seq;
+        }
+        self.expected_seq = seq + 1;
+        let header = match record::check_record_crc(bytes) {
+            Ok(header) => header,
+            Err(error) => {
+                let kind = match error {
+                    RecordError::ChecksumMismatch { .. } => FaultKind::Checksum,
+                    _ => FaultKind::Decode,
+                };
+                self.fault(seq, kind, error.to_string());
+                self.fold = None;
+                // Resync on the stored chain, so the next record is judged on its own.
+                if let Some(stored) = bytes.get(4..36) {
+                    self.chain.copy_from_slice(stored);
+                }
+                return;
+            }
+        };
+        if let Err(error) = record::check_record(bytes, &self.chain) {
+            self.fault(seq, FaultKind::Chain, error.to_string());
+        }
+        self.chain = header.chain;
+        let event = match record::decode_checked_body(bytes, &header, seq) {
+            Ok(event) => event,
+            Err(error) => {
+                self.fault(seq, FaultKind::Decode, error.to_string());
+                self.fold = None;
+                return;
+            }
+        };
+        self.admit(seq, event);
+    }
+
+    fn admit(&mut self, seq: u64, event: sessionlog_format::Event) {
+        let Some(fold) = self.fold.as_mut() else {
+            return;
+        };
+        if let Err(violation) = fold.admit(Arc::new(event)) {
+            self.fault(seq, FaultKind::Admission, violation.to_string());
+            self.fold = None;
+            return;
+        }
+        if Some(seq + 1) == self.checkpoint_next_seq {
+            self.fresh_checkpoint = Some((fold.checkpoint(), self.chain));
+        }
+    }
+}
+
+fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
+    let problem = match checkpoint {
+        None => None,
+        Some(Err(reason)) => Some(format!("the checkpoint cannot be read: {reason}")),
+        Some(Ok((next_seq, chain, stored))) => match &walk.fresh_checkpoint {
+            Some((fresh, fresh_chain)) if *fresh == stored && *fresh_chain == chain => None,
+            Some(_) => Some(format!(
+                "the checkpoint at seq {next_seq} differs from a fold from scratch"
+            )),
+            None if walk.report.faults.is_empty() => Some(format!(
+                "the checkpoint is at seq {next_seq}, past the log's end"
+            )),
+            None => None,
+        },
+    };
+    if let Some(message) = problem {
+        walk.report.faults.push(VerifyFault {
+            seq: None,
+            kind: FaultKind::Checkpoint,
+            message,
+        });
+    }
+}

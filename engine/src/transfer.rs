@@ -1,0 +1,211 @@
+//! `import` and `export`: moving sessions between dsh log files and the store.
+//!
+//! Export publishes safely: it writes a temporary file beside the target, syncs it, links it
+//! into place without overwriting, and syncs the directory, so a crash never leaves a partial
+//! file under the target name.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use sessionlog_format::record::ChainHash;
+use sessionlog_format::{
+    Compression, Event, FormatVersion, LogWriter, ReadOptions, Recovery, SnapshotMode,
+    WriterOptions,
+};
+
+use crate::error::Error;
+use crate::files::open_log;
+use crate::store::{AppendAck, Store};
+
+/// Events per append batch during import.
+pub const IMPORT_BATCH_EVENTS: usize = 1024;
+/// Events read per chunk during export (one zstd frame each).
+const EXPORT_CHUNK_EVENTS: u64 = 4096;
+
+/// What an import did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportReport {
+    pub file: PathBuf,
+    pub session: String,
+    pub events: u64,
+    pub head_chain: ChainHash,
+}
+
+/// Imports one V3 log file as a new session, calling `on_commit` after each durable batch.
+pub fn import_file(
+    store: &Store,
+    path: &Path,
+    snapshot: SnapshotMode,
+    on_commit: &mut dyn FnMut(&AppendAck),
+) -> Result<ImportReport, Error> {
+    let options = ReadOptions {
+        recovery: Recovery::Strict,
+        snapshot,
+    };
+    let mut reader = open_log(path, options)?;
+    if reader.version() != FormatVersion::V3 {
+        return Err(Error::Refused(format!(
+            "{}: import takes V3 logs, and this one is {} (older logs need the migration chain)",
+            path.display(),
+            reader.version()
+        )));
+    }
+    let session = reader.header().id.clone();
+    let mut created = false;
+    let mut batch: Vec<Event> = Vec::with_capacity(IMPORT_BATCH_EVENTS);
+    let mut report = ImportReport {
+        file: path.to_owned(),
+        session: session.clone(),
+        events: 0,
+        head_chain: [0; 32],
+    };
+    loop {
+        let next = reader.next_event();
+        let done = next.is_none();
+        if let Some(event) = next {
+            batch.push(event.map_err(|source| Error::Read {
+                path: path.to_owned(),
+                source,
+            })?);
+        }
+        if !created && (done || !batch.is_empty()) {
+            store.create_session_with(reader.header(), reader.snapshot())?;
+            created = true;
+            report.head_chain = store.head(&session)?.chain;
+        }
+        if batch.len() >= IMPORT_BATCH_EVENTS || (done && !batch.is_empty()) {
+            let n_events = batch.len() as u64;
+            let ack = store.append(&session, report.events, std::mem::take(&mut batch))?;
+            report.events += n_events;
+            report.head_chain = ack.head_chain;
+            on_commit(&ack);
+        }
+        if done {
+            return Ok(report);
+        }
+    }
+}
+
+/// Where an export goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExportTarget {
+    /// A new file; `.zstd` selects compression. An existing file is never overwritten.
+    File(PathBuf),
+    Stdout,
+}
+
+/// Exports a session as a canonical V3 log; returns the number of events written.
+pub fn export_session(store: &Store, session: &str, target: &ExportTarget) -> Result<u64, Error> {
+    match target {
+        ExportTarget::Stdout => {
+            let stdout = io::stdout().lock();
+            let out = BufWriter::with_capacity(1 << 16, stdout);
+            write_session(
+                store,
+                session,
+                out,
+                Compression::None,
+                Path::new("<stdout>"),
+            )
+            .map(|(n, _)| n)
+        }
+        ExportTarget::File(path) => export_to_file(store, session, path),
+    }
+}
+
+fn export_to_file(store: &Store, session: &str, path: &Path) -> Result<u64, Error> {
+    if path.exists() {
+        return Err(Error::Refused(format!(
+            "{}: exists; export never overwrites",
+            path.display()
+        )));
+    }
+    let compression = if path.extension().is_some_and(|e| e == "zstd") {
+        Compression::Zstd
+    } else {
+        Compression::None
+    };
+    let temp = temp_path(path);
+    let file = File::options()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .map_err(|e| Error::io(&temp, e))?;
+    let written = write_session(store, session, BufWriter::new(file), compression, &temp);
+    let published = written.and_then(|(n_events, file)| {
+        file.sync_all().map_err(|e| Error::io(&temp, e))?;
+        fs::hard_link(&temp, path).map_err(|e| Error::io(path, e))?;
+        sync_parent(path)?;
+        Ok(n_events)
+    });
+    let removed = fs::remove_file(&temp).map_err(|e| Error::io(&temp, e));
+    let n_events = published?;
+    removed?;
+    Ok(n_events)
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// Syncs the directory holding `path`, so that a new name in it is durable.
+pub(crate) fn sync_parent(path: &Path) -> Result<(), Error> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(parent)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|e| Error::io(parent, e))
+}
+
+fn write_session<W: IntoInnerWriter>(
+    store: &Store,
+    session: &str,
+    out: W,
+    compression: Compression,
+    path: &Path,
+) -> Result<(u64, W::Inner), Error> {
+    let header = store.header(session)?;
+    let snapshot = store.is_snapshot(session)?;
+    let head = store.head(session)?;
+    let options = WriterOptions {
+        compression,
+        snapshot,
+    };
+    let mut writer =
+        LogWriter::with_options(out, &header, options).map_err(|e| Error::io(path, e))?;
+    let mut from_seq = 0;
+    while from_seq < head.next_seq {
+        let to_seq = (from_seq + EXPORT_CHUNK_EVENTS).min(head.next_seq);
+        let events = store.read_range(session, from_seq, to_seq)?;
+        writer
+            .append_batch(&events)
+            .map_err(|source| Error::Write {
+                path: path.to_owned(),
+                source,
+            })?;
+        from_seq = to_seq;
+    }
+    let out = writer.into_inner().map_err(|e| Error::io(path, e))?;
+    let inner = out.into_inner_writer().map_err(|e| Error::io(path, e))?;
+    Ok((head.next_seq, inner))
+}
+
+/// A buffered writer that can hand back what it wraps after flushing.
+pub trait IntoInnerWriter: Write {
+    type Inner;
+    fn into_inner_writer(self) -> io::Result<Self::Inner>;
+}
+
+impl<W: Write> IntoInnerWriter for BufWriter<W> {
+    type Inner = W;
+    fn into_inner_writer(self) -> io::Result<W> {
+        self.into_inner().map_err(|e| e.into_error())
+    }
+}
