@@ -129,7 +129,7 @@ fn compress_if_smaller(raw: &[u8]) -> Result<(std::borrow::Cow<'_, [u8]>, u8), R
         return Ok((raw.into(), 0));
     }
     let compressed =
-        zstd::bulk::compress(raw, BODY_ZSTD_LEVEL).map_err(|e| RecordError::Decompress {
+        compress_body(raw).map_err(|e| RecordError::Decompress {
             reason: e.to_string(),
         })?;
     if compressed.len() < raw.len() {
@@ -137,6 +137,37 @@ fn compress_if_smaller(raw: &[u8]) -> Result<(std::borrow::Cow<'_, [u8]>, u8), R
     } else {
         Ok((raw.into(), 0))
     }
+}
+
+thread_local! {
+    // zstd contexts are expensive to create (hundreds of KiB each); one per thread is reused
+    // for every record instead of one per call.
+    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn compress_body(raw: &[u8]) -> std::io::Result<Vec<u8>> {
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let compressor = match slot.as_mut() {
+            Some(compressor) => compressor,
+            None => slot.insert(zstd::bulk::Compressor::new(BODY_ZSTD_LEVEL)?),
+        };
+        compressor.compress(raw)
+    })
+}
+
+fn decompress_body(body: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let decompressor = match slot.as_mut() {
+            Some(decompressor) => decompressor,
+            None => slot.insert(zstd::bulk::Decompressor::new()?),
+        };
+        decompressor.decompress(body, raw_len)
+    })
 }
 
 fn chain_after(prev_chain: &ChainHash, covered: &[u8]) -> ChainHash {
@@ -244,7 +275,7 @@ pub fn decode_checked_body(
     let body = &record[RECORD_HEADER_BYTES..];
     let decompressed;
     let raw = if header.flags & FLAG_ZSTD != 0 {
-        decompressed = zstd::bulk::decompress(body, header.raw_len as usize).map_err(|e| {
+        decompressed = decompress_body(body, header.raw_len as usize).map_err(|e| {
             RecordError::Decompress {
                 reason: e.to_string(),
             }
