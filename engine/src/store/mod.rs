@@ -2,15 +2,16 @@
 //! checksummed records, with the session folds kept warm in memory and checkpointed to disk.
 //!
 //! The store is synchronous. Appends are serialized by one write lock and may be grouped: a
-//! group of batches from many sessions shares one redb commit, hence one fsync (the async
-//! writer task in [`crate::service`] does this). A batch is admitted in full or not at all, and
-//! it is acknowledged only after its commit is durable. After any I/O failure the store is
-//! poisoned: every later write fails until it is reopened, and reopening recovers exactly the
-//! last committed state.
+//! group of batches from many sessions shares one WAL frame, hence one fsync (the async writer
+//! task in [`crate::service`] does this). A batch is admitted in full or not at all, and it is
+//! acknowledged only after its WAL frame is synced; redb itself is made durable in bulk (see
+//! [`wal`]). After any I/O failure the store is poisoned: every later write fails until it is
+//! reopened, and reopening recovers exactly the last acknowledged state.
 
 mod session;
 mod tables;
 pub mod verify;
+mod wal;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ pub use self::session::Head;
 use self::session::SessionState;
 pub use self::tables::STORE_FORMAT_VERSION;
 use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
+use self::wal::{FrameBuilder, Wal, WalEntry};
 
 /// Most events one batch may carry.
 pub const BATCH_EVENTS_MAX: usize = 65_536;
@@ -121,7 +123,8 @@ pub struct Store {
     db: Database,
     path: PathBuf,
     sessions: Mutex<HashMap<String, Arc<Mutex<SessionState>>>>,
-    write_lock: Mutex<()>,
+    /// The write lock: held for a whole append group or session creation.
+    wal: Mutex<Wal>,
     poisoned: AtomicBool,
 }
 
@@ -141,15 +144,67 @@ impl Store {
             std::fs::create_dir_all(parent).map_err(StoreError::storage)?;
         }
         let db = Database::create(path).map_err(StoreError::storage)?;
+        let (wal, replay) = Wal::open(&wal::wal_path(path))?;
         let store = Store {
             db,
             path: path.to_owned(),
             sessions: Mutex::new(HashMap::new()),
-            write_lock: Mutex::new(()),
+            wal: Mutex::new(wal),
             poisoned: AtomicBool::new(false),
         };
         store.init_tables()?;
+        store.replay(replay)?;
         Ok(store)
+    }
+
+    /// Re-inserts the WAL's records that redb lost in a crash (a record already present must be
+    /// identical), makes redb durable, and empties the WAL.
+    fn replay(&self, entries: Vec<WalEntry>) -> Result<(), StoreError> {
+        let mut wal = lock(&self.wal);
+        if entries.is_empty() {
+            return wal.reset();
+        }
+        let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(StoreError::storage)?;
+        {
+            let mut events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
+            for entry in &entries {
+                record::check_record_crc(&entry.record).map_err(|e| StoreError::Corrupt {
+                    reason: format!("WAL record of seq {}: {e}", entry.seq),
+                })?;
+                let existing = events
+                    .get((entry.key, entry.seq))
+                    .map_err(StoreError::storage)?;
+                match existing.map(|v| v.value() == entry.record.as_slice()) {
+                    Some(true) => {}
+                    Some(false) => {
+                        return Err(StoreError::Corrupt {
+                            reason: format!(
+                                "the WAL and the store disagree on seq {} of session key {}",
+                                entry.seq, entry.key
+                            ),
+                        })
+                    }
+                    None => {
+                        events
+                            .insert((entry.key, entry.seq), entry.record.as_slice())
+                            .map_err(StoreError::storage)?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(StoreError::storage)?;
+        wal.reset()
+    }
+
+    /// Makes every redb commit so far durable and empties the WAL.
+    fn make_durable(&self, wal: &mut Wal) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(StoreError::storage)?;
+        txn.commit().map_err(StoreError::storage)?;
+        wal.reset()
     }
 
     fn init_tables(&self) -> Result<(), StoreError> {
@@ -221,8 +276,10 @@ impl Store {
                 reason: "the store keeps V3 sessions".into(),
             });
         }
-        let _write = lock(&self.write_lock);
-        let result = self.insert_session(header, snapshot);
+        let mut wal = lock(&self.wal);
+        let result = self
+            .insert_session(header, snapshot)
+            .and_then(|()| wal.reset());
         if let Err(StoreError::Storage(message)) = &result {
             return Err(self.poison(message));
         }
@@ -315,8 +372,8 @@ impl Store {
         if self.check_writable().is_err() {
             return requests.iter().map(|_| Err(StoreError::Poisoned)).collect();
         }
-        let _write = lock(&self.write_lock);
-        match self.write_group(requests) {
+        let mut wal = lock(&self.wal);
+        match self.write_group(&mut wal, requests) {
             Ok(results) => results,
             Err((n_requests, error)) => {
                 let message = error.to_string();
@@ -328,9 +385,11 @@ impl Store {
         }
     }
 
-    /// Stages every admitted batch in one write transaction and commits it.
+    /// Stages every admitted batch in one write transaction, makes the group durable in the
+    /// WAL, then commits the transaction to redb (in memory until the next durable commit).
     fn write_group(
         &self,
+        wal: &mut Wal,
         requests: Vec<AppendRequest>,
     ) -> Result<Vec<Result<AppendAck, StoreError>>, (usize, StoreError)> {
         let n_requests = requests.len();
@@ -339,9 +398,10 @@ impl Store {
             .db
             .begin_write()
             .map_err(|e| fail(StoreError::storage(e)))?;
-        txn.set_durability(Durability::Immediate)
+        txn.set_durability(Durability::None)
             .map_err(|e| fail(StoreError::storage(e)))?;
         let mut results = Vec::with_capacity(n_requests);
+        let mut frame = FrameBuilder::default();
         {
             let mut events = txn
                 .open_table(EVENTS)
@@ -350,7 +410,7 @@ impl Store {
                 .open_table(CHECKPOINTS)
                 .map_err(|e| fail(StoreError::storage(e)))?;
             for request in requests {
-                let staged = self.stage(request, &mut events, &mut checkpoints);
+                let staged = self.stage(request, &mut events, &mut checkpoints, &mut frame);
                 match staged {
                     Err(StoreError::Storage(message)) => {
                         return Err(fail(StoreError::Storage(message)))
@@ -359,7 +419,21 @@ impl Store {
                 }
             }
         }
-        txn.commit().map_err(|e| fail(StoreError::storage(e)))?;
+        if frame.is_empty() {
+            txn.abort().map_err(|e| fail(StoreError::storage(e)))?;
+            return Ok(results);
+        }
+        let wal_len_before = wal.frames_len_bytes();
+        // The transaction is dropped (aborted) if the WAL write fails: redb never sees it.
+        wal.append(frame).map_err(fail)?;
+        if let Err(error) = txn.commit() {
+            // Keep the WAL from replaying a group that was never acknowledged.
+            let _ = wal.truncate_to(wal_len_before + wal::HEADER_BYTES);
+            return Err(fail(StoreError::storage(error)));
+        }
+        if wal.frames_len_bytes() > wal::DURABLE_BYTES_MAX {
+            self.make_durable(wal).map_err(fail)?;
+        }
         Ok(results)
     }
 
@@ -370,6 +444,7 @@ impl Store {
         request: AppendRequest,
         events: &mut redb::Table<(u64, u64), &[u8]>,
         checkpoints: &mut redb::Table<u64, &[u8]>,
+        frame: &mut FrameBuilder,
     ) -> Result<AppendAck, StoreError> {
         let AppendRequest {
             session,
@@ -409,6 +484,7 @@ impl Store {
             events
                 .insert((state.key, event.seq), buf.as_slice())
                 .map_err(StoreError::storage)?;
+            frame.push(state.key, event.seq, &buf);
         }
         state.head_chain = chain;
         let next_seq = state.fold.admission().next_seq();
@@ -474,6 +550,18 @@ impl Store {
     /// Reads the raw database for verify.
     pub(crate) fn db(&self) -> &Database {
         &self.db
+    }
+}
+
+impl Drop for Store {
+    /// Makes redb durable and empties the WAL, so the next open has nothing to replay.
+    fn drop(&mut self) {
+        if self.is_poisoned() {
+            return;
+        }
+        let mut wal = lock(&self.wal);
+        // A failure here leaves the WAL in place; the next open replays it.
+        let _ = self.make_durable(&mut wal);
     }
 }
 
