@@ -144,6 +144,22 @@ impl Store {
             std::fs::create_dir_all(parent).map_err(StoreError::storage)?;
         }
         let db = Database::create(path).map_err(StoreError::storage)?;
+        Store::open_db(path, db)
+    }
+
+    /// Opens a store whose redb file goes through `backend` (fault injection, other media);
+    /// `path` names the store and places its WAL (`<path>.wal`).
+    pub fn open_with_backend(
+        path: &Path,
+        backend: impl redb::StorageBackend,
+    ) -> Result<Store, StoreError> {
+        let db = redb::Builder::new()
+            .create_with_backend(backend)
+            .map_err(StoreError::storage)?;
+        Store::open_db(path, db)
+    }
+
+    fn open_db(path: &Path, db: Database) -> Result<Store, StoreError> {
         let (wal, replay) = Wal::open(&wal::wal_path(path))?;
         let store = Store {
             db,
