@@ -57,6 +57,6 @@ pub use fold::SessionFold;
 pub use header::SessionHeader;
 pub use json::{check_lossless, Extra, SAFE_INTEGER_MAX};
 pub use message::{ContentBlock, Message, Source};
-pub use reader::{read_log, Log, LogReader, ReadOptions, Recovery, SnapshotMode};
+pub use reader::{read_log, FrameSource, Log, LogReader, ReadOptions, Recovery, SnapshotMode};
 pub use version::{FormatVersion, FORMAT_VERSION_CURRENT};
 pub use writer::{Compression, LogWriter, WriteError, WriterOptions};

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::admission::Admission;
 use crate::error::{Fault, ReadError, Rule, Violation};
 use crate::event::{Event, EventType};
-use crate::frame::{is_zstd, FrameCorruption, FrameReader};
+use crate::frame::{is_zstd, FrameCorruption, FrameReader, TornFrame};
 use crate::header::{is_placeholder, SessionHeader};
 use crate::row::{decode_row, Decoded, RowContext};
 use crate::rules::RuleContext;
@@ -81,16 +81,40 @@ pub fn read_log<R: Read>(input: R, options: ReadOptions) -> Result<Log, ReadErro
     })
 }
 
+/// The decompressed content of a `.jsonl.zstd` log, with where it ended. [`FrameReader`] is
+/// one; a caller may decompress elsewhere (on another thread) and hand the reader the result
+/// through [`LogReader::from_frames`].
+pub trait FrameSource: Read {
+    /// The frame that end of input cut short, once a read has reached the end.
+    fn torn(&self) -> Option<TornFrame>;
+}
+
+impl<R: Read> FrameSource for FrameReader<R> {
+    fn torn(&self) -> Option<TornFrame> {
+        FrameReader::torn(self)
+    }
+}
+
 enum Source<R: Read> {
     Raw(BufReader<R>),
     Zstd(Box<BufReader<FrameReader<BufReader<R>>>>),
+    /// Decompressed elsewhere; the function reports the torn frame.
+    Frames(BufReader<R>, fn(&R) -> Option<TornFrame>),
 }
 
 impl<R: Read> Source<R> {
     fn buf_read(&mut self) -> &mut dyn BufRead {
         match self {
-            Source::Raw(r) => r,
+            Source::Raw(r) | Source::Frames(r, _) => r,
             Source::Zstd(r) => r.as_mut(),
+        }
+    }
+
+    fn torn(&self) -> Option<TornFrame> {
+        match self {
+            Source::Raw(_) => None,
+            Source::Zstd(frames) => frames.get_ref().torn(),
+            Source::Frames(frames, torn) => torn(frames.get_ref()),
         }
     }
 }
@@ -130,6 +154,20 @@ impl<R: Read> LogReader<R> {
         } else {
             Source::Raw(buffered)
         };
+        LogReader::with_source(source, options)
+    }
+
+    /// Opens a `.jsonl.zstd` log that `frames` decompresses; corruption comes through its reads
+    /// as `InvalidData` errors holding a [`FrameCorruption`], as [`FrameReader`] reports it.
+    pub fn from_frames(frames: R, options: ReadOptions) -> Result<LogReader<R>, ReadError>
+    where
+        R: FrameSource,
+    {
+        let source = Source::Frames(BufReader::with_capacity(1 << 16, frames), R::torn);
+        LogReader::with_source(source, options)
+    }
+
+    fn with_source(source: Source<R>, options: ReadOptions) -> Result<LogReader<R>, ReadError> {
         let mut reader = LogReader {
             source,
             header: SessionHeader::new_v3("", 0),
@@ -162,7 +200,7 @@ impl<R: Read> LogReader<R> {
     }
 
     pub fn compressed(&self) -> bool {
-        matches!(self.source, Source::Zstd(_))
+        !matches!(self.source, Source::Raw(_))
     }
 
     /// The withheld fault, once the reader has ended under the recoverable policy.
@@ -336,10 +374,7 @@ impl<R: Read> LogReader<R> {
 
     /// Names the zstd frame that ended early, when the input is compressed and did.
     fn torn_frame_message(&self) -> Option<String> {
-        let torn = match &self.source {
-            Source::Zstd(frames) => frames.get_ref().torn(),
-            Source::Raw(_) => None,
-        }?;
+        let torn = self.source.torn()?;
         Some(format!(
             "end of file inside zstd frame {} (at byte offset {})",
             torn.frame_index, torn.frame_offset_bytes

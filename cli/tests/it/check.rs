@@ -137,3 +137,53 @@ fn inputs_are_not_modified() {
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
 }
+
+// Goal: compressed files (decompressed on a second thread) report a torn last frame and a
+// corrupt middle frame exactly as the in-thread reader does: `check` names the frame, `cat
+// --recovery recoverable` keeps every complete record of a torn file, never of a corrupt one.
+#[test]
+fn torn_and_corrupt_zstd_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("z.v3.jsonl.zstd");
+    let path_text = path.to_str().unwrap();
+    let gen = sessionlog(&[
+        "gen", "--events", "400", "--seed", "5", "--zstd", "-o", path_text,
+    ]);
+    assert_eq!(gen.status.code(), Some(0));
+    let bytes = std::fs::read(&path).unwrap();
+
+    let torn = write_bytes(tmp.path(), "torn.jsonl.zstd", &bytes[..bytes.len() - 7]);
+    let check = sessionlog(&["check", torn.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(
+        stderr(&check).contains("end of file inside zstd frame"),
+        "{}",
+        stderr(&check)
+    );
+    let cat = sessionlog(&["cat", "--recovery", "recoverable", torn.to_str().unwrap()]);
+    assert_eq!(cat.status.code(), Some(0), "{}", stderr(&cat));
+    let kept = stdout(&cat).lines().count();
+    assert!(kept > 300 && kept < 401, "{kept} lines kept");
+
+    let mut damaged = bytes.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x40;
+    let corrupt = write_bytes(tmp.path(), "corrupt.jsonl.zstd", &damaged);
+    for args in [vec!["check"], vec!["cat", "--recovery", "recoverable"]] {
+        let mut args = args.clone();
+        args.push(corrupt.to_str().unwrap());
+        let output = sessionlog(&args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&output).contains("is corrupt"),
+            "{}",
+            stderr(&output)
+        );
+    }
+}
+
+fn write_bytes(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
