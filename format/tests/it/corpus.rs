@@ -33,3 +33,22 @@ fn every_fixture_matches_the_manifest() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+// Goal: the V1 physical reader (V0's layout, packed rows included, under a version-1 header)
+// reads the same logical events as V0. The corpus holds no V1 recording, so one is made from
+// the V0 packed-chunks recording by changing its header's version.
+#[test]
+fn v1_reads_like_v0() {
+    let Some(dir) = fixtures_dir() else { return };
+    let v0_path = dir.join(
+        "toninfo__deepseek-harness/examples/acp-agent/tests/snapshots/packed-chunks/session.jsonl",
+    );
+    let text = std::fs::read_to_string(&v0_path).expect("the packed-chunks recording exists");
+    let v1_text = text.replacen("\"version\":0", "\"version\":1", 1);
+    let v0 = read_log(text.as_bytes(), ReadOptions::default()).unwrap();
+    let v1 = read_log(v1_text.as_bytes(), ReadOptions::default()).unwrap();
+    assert_eq!(v1.version, sessionlog_format::FormatVersion::V1);
+    assert_eq!(v1.events, v0.events);
+    let chunks = v0.events.iter().filter(|e| e.kind.as_str() == "assistant/chunk").count();
+    assert!(chunks > 50, "packed rows expand to their members: {chunks} chunks");
+}

@@ -7,3 +7,4 @@ mod roundtrip;
 mod support;
 mod torn;
 mod writer;
+mod hostile;
