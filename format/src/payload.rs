@@ -1,6 +1,6 @@
 //! Typed payloads (`data`) of the core events (spec §5.1, §8.1, §13.1).
 //!
-//! Every other event type keeps its `data` as an opaque JSON value; see [`EventData::Other`].
+//! Every other event type keeps its `data` as an opaque JSON value; see [`crate::EventData::Other`].
 
 use serde_json::{Number, Value};
 

@@ -17,6 +17,9 @@
 //! its crc, dropped, or moved. The chain of seq 0 starts from [`genesis_chain`] of the session
 //! header, so the header is covered too.
 
+#[cfg(test)]
+mod tests;
+
 use crate::binary::{self, BinaryError};
 use crate::error::Violation;
 use crate::event::Event;
@@ -65,6 +68,8 @@ pub enum RecordError {
     Header { reason: String },
     #[error("record body is too large: {size_bytes} bytes, at most {BODY_BYTES_MAX}")]
     TooLarge { size_bytes: usize },
+    #[error("record body cannot be compressed: {reason}")]
+    Compress { reason: String },
     #[error("record body cannot be decompressed: {reason}")]
     Decompress { reason: String },
     #[error("record body is not a valid binary row: {0}")]
@@ -128,10 +133,9 @@ fn compress_if_smaller(raw: &[u8]) -> Result<(std::borrow::Cow<'_, [u8]>, u8), R
     if raw.len() < COMPRESS_BODY_BYTES_MIN {
         return Ok((raw.into(), 0));
     }
-    let compressed =
-        compress_body(raw).map_err(|e| RecordError::Decompress {
-            reason: e.to_string(),
-        })?;
+    let compressed = compress_body(raw).map_err(|e| RecordError::Decompress {
+        reason: e.to_string(),
+    })?;
     if compressed.len() < raw.len() {
         Ok((compressed.into(), FLAG_ZSTD))
     } else {
@@ -266,6 +270,11 @@ pub fn decode_checked_body(
     header: &RecordHeader,
     expected_seq: u64,
 ) -> Result<Event, RecordError> {
+    if record.len() < RECORD_HEADER_BYTES {
+        return Err(RecordError::Truncated {
+            size_bytes: record.len(),
+        });
+    }
     if header.seq != expected_seq {
         return Err(RecordError::SeqMismatch {
             expected: expected_seq,

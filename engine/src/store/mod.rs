@@ -5,7 +5,7 @@
 //! group of batches from many sessions shares one WAL frame, hence one fsync (the async writer
 //! task in [`crate::service`] does this). A batch is admitted in full or not at all, and it is
 //! acknowledged only after its WAL frame is synced; redb itself is made durable in bulk (see
-//! [`wal`]). After any I/O failure the store is poisoned: every later write fails until it is
+//! the `wal` module). After any I/O failure the store is poisoned: every later write fails until it is
 //! reopened, and reopening recovers exactly the last acknowledged state.
 
 mod session;

@@ -49,6 +49,13 @@ fn v1_reads_like_v0() {
     let v1 = read_log(v1_text.as_bytes(), ReadOptions::default()).unwrap();
     assert_eq!(v1.version, sessionlog_format::FormatVersion::V1);
     assert_eq!(v1.events, v0.events);
-    let chunks = v0.events.iter().filter(|e| e.kind.as_str() == "assistant/chunk").count();
-    assert!(chunks > 50, "packed rows expand to their members: {chunks} chunks");
+    let chunks = v0
+        .events
+        .iter()
+        .filter(|e| e.kind.as_str() == "assistant/chunk")
+        .count();
+    assert!(
+        chunks > 50,
+        "packed rows expand to their members: {chunks} chunks"
+    );
 }

@@ -2,9 +2,9 @@
 //! tails and property tests.
 
 mod corpus;
+mod hostile;
 mod props;
 mod roundtrip;
 mod support;
 mod torn;
 mod writer;
-mod hostile;
