@@ -33,7 +33,7 @@ pub struct FileReport {
     pub ok: bool,
     pub events: u64,
     pub compressed: bool,
-    /// The file was read as a normalized recording (spec §18).
+    /// The file was read as a normalized recording (spec 18).
     pub snapshot: bool,
     pub errors: Vec<CheckError>,
 }

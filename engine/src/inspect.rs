@@ -33,7 +33,7 @@ pub struct FoldedSession {
 }
 
 impl FoldedSession {
-    /// The derived messages (spec §7.3).
+    /// The derived messages (spec 7.3).
     pub fn messages(&self) -> Vec<&Message> {
         self.fold.messages()
     }

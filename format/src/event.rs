@@ -1,4 +1,4 @@
-//! The event envelope (spec §4): type, seq, time, data, and the surface metadata.
+//! The event envelope (spec 4): type, seq, time, data, and the surface metadata.
 
 use std::fmt;
 
@@ -110,7 +110,7 @@ event_types! {
 }
 
 impl EventType {
-    /// The surface types of V3 (spec §4): they carry `surfaceOp`, and only they may.
+    /// The surface types of V3 (spec 4): they carry `surfaceOp`, and only they may.
     pub fn is_surface_v3(&self) -> bool {
         matches!(
             self,
@@ -256,7 +256,7 @@ impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
     }
 }
 
-/// The surface effect of a surface event (spec §4 rule 4).
+/// The surface effect of a surface event (spec 4 rule 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SurfaceOp {
     /// Push the event onto the surface.
@@ -276,7 +276,7 @@ pub struct Event {
     pub data: EventData,
     /// `ignorable: true`; only log-only events may carry it.
     pub ignorable: bool,
-    /// Provenance, expanded from its range encoding (spec §3.4).
+    /// Provenance, expanded from its range encoding (spec 3.4).
     pub source_event_seqs: Option<Vec<u64>>,
     pub surface_op: Option<SurfaceOp>,
 }

@@ -1,4 +1,4 @@
-//! .jsonl.zstd framing: one checksummed zstd frame per append batch (spec §3.2).
+//! .jsonl.zstd framing: one checksummed zstd frame per append batch (spec 3.2).
 //!
 //! A `.jsonl.zstd` file is a plain concatenation of independent zstd frames
 //! (RFC 8878), each written at level [`FRAME_LEVEL`] with the content checksum
@@ -54,7 +54,7 @@ const RETAINED_OUTPUT_BYTES: usize = 8 * OUTPUT_CHUNK;
 const MAX_HELD_FRAME_BYTES: usize = 32 * 1024 * 1024;
 /// Magic number plus Frame_Header_Descriptor: the bytes checked at a frame start.
 const FRAME_PREFIX_LEN: usize = 5;
-/// Content_Checksum_flag of the Frame_Header_Descriptor (RFC 8878 §3.1.1.1.1).
+/// Content_Checksum_flag of the Frame_Header_Descriptor (RFC 8878  3.1.1.1.1).
 const FHD_CHECKSUM_FLAG: u8 = 1 << 2;
 
 /// True when `prefix` starts with the zstd frame magic.

@@ -1,4 +1,4 @@
-//! The session header, the first record of every log (spec §3.3).
+//! The session header, the first record of every log (spec 3.3).
 
 use crate::json::json_object;
 use crate::version::FormatVersion;
@@ -21,7 +21,7 @@ json_object! {
     }
 }
 
-/// True for the `{{name}}` placeholders of normalized recordings (spec §18).
+/// True for the `{{name}}` placeholders of normalized recordings (spec 18).
 pub fn is_placeholder(text: &str) -> bool {
     text.len() >= 4 && text.starts_with("{{") && text.ends_with("}}")
 }

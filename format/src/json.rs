@@ -71,7 +71,7 @@ pub(crate) fn missing_member<E: de::Error>(key: &str) -> E {
 }
 
 /// Reads one unknown member's value and stores it in `extra`, refusing duplicates and values
-/// that JSON text can hold but the dsh data model cannot (spec §12.1 rule 2).
+/// that JSON text can hold but the dsh data model cannot (spec 12.1 rule 2).
 pub(crate) fn read_extra<'de, A: MapAccess<'de>>(
     map: &mut A,
     extra: &mut Extra,
@@ -413,7 +413,7 @@ mod tests {
 }
 
 /// Refuses values that JSON text could not carry losslessly: negative zero and non-finite
-/// floats (spec §12.1 rule 2). It walks any `Serialize` value and writes nothing, so writers can
+/// floats (spec 12.1 rule 2). It walks any `Serialize` value and writes nothing, so writers can
 /// audit typed payloads and their `extra` maps before encoding.
 pub fn check_serialize_lossless<T: serde::Serialize + ?Sized>(value: &T) -> Result<(), String> {
     value.serialize(FloatAudit).map_err(|e| e.0)

@@ -1,4 +1,4 @@
-//! Messages and content blocks (spec §6.1): what a surface event shows the model.
+//! Messages and content blocks (spec 6.1): what a surface event shows the model.
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! Typed payloads (`data`) of the core events (spec §5.1, §8.1, §13.1).
+//! Typed payloads (`data`) of the core events (spec 5.1,  8.1,  13.1).
 //!
 //! Every other event type keeps its `data` as an opaque JSON value; see [`crate::EventData::Other`].
 
@@ -104,7 +104,7 @@ json_object! {
 
 json_object! {
     /// The epoch header. `tools` is kept as written (its key order is significant for header
-    /// equality, spec §8.2), and may be a `{{tools}}` placeholder in normalized recordings.
+    /// equality, spec 8.2), and may be a `{{tools}}` placeholder in normalized recordings.
     pub struct EpochHeader {
         req config: CallConfig = "config",
         opt adapter_defaults: Value = "adapterDefaults",
@@ -198,7 +198,7 @@ json_object! {
 }
 
 json_object! {
-    /// `image/offload` (spec §6.4): marks images of earlier surface nodes as offloaded.
+    /// `image/offload` (spec 6.4): marks images of earlier surface nodes as offloaded.
     pub struct ImageOffloadData {
         req targets: Vec<OffloadTarget> = "targets",
     }

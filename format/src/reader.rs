@@ -1,4 +1,4 @@
-//! The log reader: header, rows, recovery policy and snapshot mode (spec §3, §9, §18).
+//! The log reader: header, rows, recovery policy and snapshot mode (spec 3,  9,  18).
 //!
 //! [`LogReader`] streams events one at a time, so memory stays bounded by one row plus the
 //! surface. Every event it yields has passed the stateless rules and the stateful admission of
@@ -22,7 +22,7 @@ use crate::version::{newer_version_refusal, FormatVersion, FORMAT_VERSION_CURREN
 /// Largest row this reader accepts.
 pub const ROW_SIZE_BYTES_MAX: usize = 64 << 20;
 
-/// What to do with a faulty row (spec §3.5).
+/// What to do with a faulty row (spec 3.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Recovery {
     /// Any malformed row, seq gap or torn tail is an error.
@@ -33,7 +33,7 @@ pub enum Recovery {
     Recoverable,
 }
 
-/// Whether the input is a normalized recording (spec §18).
+/// Whether the input is a normalized recording (spec 18).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SnapshotMode {
     /// Detect it: header placeholders such as `{{cwd}}`, or a first row without `seq`.
@@ -257,7 +257,7 @@ impl<R: Read> LogReader<R> {
         Ok(())
     }
 
-    /// The version check runs before any other header rule (spec §9).
+    /// The version check runs before any other header rule (spec 9).
     fn detect_version(&self, value: &Value) -> Result<FormatVersion, ReadError> {
         let Some(object) = value.as_object() else {
             return Err(self.header_fault("header must be a JSON object"));

@@ -1,4 +1,4 @@
-//! Physical rows (spec §3.4): one JSON line to logical events, and back.
+//! Physical rows (spec 3.4): one JSON line to logical events, and back.
 //!
 //! A V2/V3 row is one event. A V0/V1 row is an event or a packed chunk row that stands for
 //! several `assistant/chunk` events. Decoding reads `data` straight into the typed payload when
@@ -189,7 +189,7 @@ fn decode_surface_op(value: &Value, version: FormatVersion) -> Result<SurfaceOp,
 const PACKED_TAGS: [&str; 3] = ["text-chunks", "reasoning-chunks", "tool-call-chunks"];
 
 json_object! {
-    /// `data` of a packed chunk row (spec §3.4): `texts` for text and reasoning rows, `id`,
+    /// `data` of a packed chunk row (spec 3.4): `texts` for text and reasoning rows, `id`,
     /// `name` and `args` for tool-call rows.
     pub struct PackedData {
         req turn: u64 = "turn",

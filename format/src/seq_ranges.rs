@@ -1,4 +1,4 @@
-//! The range encoding of `sourceEventSeqs` (spec §3.4), the same in every version.
+//! The range encoding of `sourceEventSeqs` (spec 3.4), the same in every version.
 //!
 //! A strictly increasing list is written with runs of three or more consecutive seqs as
 //! `[start, end]` pairs; any other list is written verbatim.

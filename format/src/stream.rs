@@ -1,4 +1,4 @@
-//! Assistant stream records (spec §6.2) and token usage (§6.3).
+//! Assistant stream records (spec 6.2) and token usage ( 6.3).
 
 use serde_json::Value;
 

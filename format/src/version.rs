@@ -1,4 +1,4 @@
-//! Format versions (spec §2, §9): one monotonic integer, V0 to V3.
+//! Format versions (spec 2,  9): one monotonic integer, V0 to V3.
 
 use std::fmt;
 
@@ -47,7 +47,7 @@ impl FormatVersion {
         self <= FormatVersion::V1
     }
 
-    /// The canonical file name of this generation (spec §3.1 rule 1).
+    /// The canonical file name of this generation (spec 3.1 rule 1).
     pub fn file_name(self, compressed: bool) -> String {
         let base = match self {
             FormatVersion::V0 => "session.jsonl".to_owned(),
@@ -67,7 +67,7 @@ impl fmt::Display for FormatVersion {
     }
 }
 
-/// The refusal for a log written by a newer harness (spec §9, `SessionFormatUnsupportedError`).
+/// The refusal for a log written by a newer harness (spec 9, `SessionFormatUnsupportedError`).
 pub fn newer_version_refusal(id: &str, found: u64) -> String {
     format!(
         "session \"{id}\" uses log format v{found}, but this harness reads only \

@@ -3,3 +3,4 @@
 mod check;
 mod store;
 mod support;
+mod tidy;

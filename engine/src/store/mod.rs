@@ -277,7 +277,7 @@ impl Store {
     }
 
     /// Creates a session; `snapshot` marks a normalized dsh recording, whose rules admit
-    /// `{{placeholder}}` values (spec §18).
+    /// `{{placeholder}}` values (spec 18).
     pub fn create_session_with(
         &self,
         header: &SessionHeader,
@@ -350,7 +350,7 @@ impl Store {
         Ok(header)
     }
 
-    /// Whether the session is a normalized dsh recording (spec §18).
+    /// Whether the session is a normalized dsh recording (spec 18).
     pub fn is_snapshot(&self, session: &str) -> Result<bool, StoreError> {
         let state = self.session_state(session)?;
         let snapshot = lock(&state).snapshot;

@@ -28,7 +28,7 @@ pub struct Head {
 
 pub(crate) struct SessionState {
     pub(crate) key: u64,
-    /// A normalized recording (spec §18).
+    /// A normalized recording (spec 18).
     pub(crate) snapshot: bool,
     pub(crate) header: SessionHeader,
     pub(crate) fold: SessionFold,

@@ -6,13 +6,13 @@ use sessionlog_format::SessionHeader;
 
 use crate::store::StoreError;
 
-/// `"store"` → the store's meta record (magic and versions).
+/// `"store"` -> the store's meta record (magic and versions).
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
-/// Session id → session record (numeric key and header).
+/// Session id -> session record (numeric key and header).
 pub(crate) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
-/// `(session key, seq)` → event record (`sessionlog_format::record`).
+/// `(session key, seq)` -> event record (`sessionlog_format::record`).
 pub(crate) const EVENTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("events");
-/// Session key → the latest fold checkpoint record.
+/// Session key -> the latest fold checkpoint record.
 pub(crate) const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
 
 pub(crate) const META_KEY: &str = "store";
@@ -62,7 +62,7 @@ pub(crate) fn check_meta(bytes: &[u8]) -> Result<u32, StoreError> {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SessionRecord {
     pub(crate) key: u64,
-    /// The session was imported from a normalized dsh recording (spec §18): its rules admit
+    /// The session was imported from a normalized dsh recording (spec 18): its rules admit
     /// `{{placeholder}}` values.
     pub(crate) snapshot: bool,
     pub(crate) header: SessionHeader,

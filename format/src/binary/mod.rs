@@ -35,7 +35,7 @@
 //!   stores `!v` rather than a zigzag code: `-1` is `0x00`, and no code is wasted on the
 //!   non-negative half. The decoded varint must be at most `i64::MAX`.
 //! - A float is finite and never negative zero (JSON cannot hold the first, and the dsh data
-//!   model refuses the second, spec §12.1); both are refused on encode and on decode.
+//!   model refuses the second, spec 12.1); both are refused on encode and on decode.
 //! - Any other tag is invalid. A length or count larger than the bytes that remain is invalid
 //!   before anything is allocated, containers nest at most [`DEPTH_MAX`] deep, and a value
 //!   fills its buffer exactly: trailing bytes are invalid.

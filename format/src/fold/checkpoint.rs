@@ -4,7 +4,7 @@
 //! The checkpoint holds everything but the live events themselves, which the store supplies
 //! by seq on resume; each supplied event must make exactly the node the checkpoint records.
 //! Its version ([`FOLD_CHECKPOINT_VERSION`]) is that of this cache record, independent of the
-//! session format version (spec §16.2).
+//! session format version (spec 16.2).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The request-header fold's canonical form and equality (spec §8.2; L `request-header.ts`
+//! The request-header fold's canonical form and equality (spec 8.2; L `request-header.ts`
 //! @99c4b354, `callConfigEquals` of dsh's LLM package).
 
 use serde_json::{Number, Value};
@@ -112,7 +112,7 @@ mod tests {
         serde_json::to_value(canonical_header(&header(value))).unwrap()
     }
 
-    // Goal: the canonical form keeps exactly what §8.2 keeps. Method: headers with empty,
+    // Goal: the canonical form keeps exactly what  8.2 keeps. Method: headers with empty,
     // false-only and placeholder members, compared as JSON.
     #[test]
     fn canonical_form_drops_empty_members() {

@@ -1,4 +1,4 @@
-//! The session fold (spec §7.3, §7.4, §6.4, §8.2): everything derived from a session log,
+//! The session fold (spec 7.3,  7.4,  6.4,  8.2): everything derived from a session log,
 //! maintained event by event.
 //!
 //! A [`SessionFold`] wraps the [`Admission`] of a log (the surface, the protected head, the step
@@ -212,7 +212,7 @@ impl SessionFold {
         self.content_generation
     }
 
-    /// The canonical form of the last `request/header`'s `data.header` (spec §8.2).
+    /// The canonical form of the last `request/header`'s `data.header` (spec 8.2).
     pub fn request_header(&self) -> Option<&EpochHeader> {
         self.header.as_deref()
     }
@@ -345,7 +345,7 @@ impl PartialEq for SessionFold {
     }
 }
 
-/// `deriveEventMessage` without projections (spec §7.3): `user/message` data verbatim, the
+/// `deriveEventMessage` without projections (spec 7.3): `user/message` data verbatim, the
 /// message of a `tool/result`, the message of a `system/message` or `assistant/message` unless
 /// its content is empty, and nothing for any other event.
 pub fn derive_event_message(event: &Event) -> Option<&Message> {

@@ -1,9 +1,9 @@
-//! Message projections (spec §6.4): plugin-owned events that change the derived messages of
+//! Message projections (spec 6.4): plugin-owned events that change the derived messages of
 //! live surface nodes without replacing them, and the registry a fold interprets them with.
 //!
 //! K registers projections per event type (`registerMessageProjection`); a fold that meets a
 //! type of [`MESSAGE_PROJECTION_EVENT_TYPES`] without one refuses the event, because skipping
-//! it would reconstruct requests the model never saw (spec §20 pitfall 10).
+//! it would reconstruct requests the model never saw (spec 20 pitfall 10).
 
 use std::collections::HashSet;
 use std::fmt;

@@ -54,8 +54,8 @@ fn derived(fold: &SessionFold) -> Derived {
     }
 }
 
-/// The naive reference: replays the whole log with the plain rules of spec §7.2, §7.3, §6.4
-/// and §8.2, written independently of the fold (linear scans, JSON values, no caches). It
+/// The naive reference: replays the whole log with the plain rules of spec 7.2,  7.3,  6.4
+/// and  8.2, written independently of the fold (linear scans, JSON values, no caches). It
 /// trusts the log to be valid; the fold under test is the one that checks.
 fn naive_fold(events: &[Arc<Event>]) -> Derived {
     let mut seqs: Vec<u64> = Vec::new();
@@ -458,7 +458,7 @@ fn malformed_offloads_are_refused() {
 }
 
 // Goal: a fold without the projection refuses `image/offload` with K's text, rule
-// `projection`, rather than skipping it (spec §20 pitfall 10). Method: an empty registry.
+// `projection`, rather than skipping it (spec 20 pitfall 10). Method: an empty registry.
 #[test]
 fn empty_registry_refuses_image_offload() {
     let mut fold = SessionFold::with_projections(V3, Projections::empty());

@@ -39,7 +39,7 @@ impl Generator {
     }
 
     /// The last surface position of a compaction range that starts at position 1 (spec
-    /// §13.2): it keeps a tail of recent nodes and never splits a tool call from its results.
+    ///  13.2): it keeps a tail of recent nodes and never splits a tool call from its results.
     pub(super) fn compaction_end(&mut self) -> Option<usize> {
         assert_eq!(
             self.surface.first().map(|n| n.kind),

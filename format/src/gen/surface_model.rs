@@ -60,7 +60,7 @@ impl Generator {
         seq
     }
 
-    /// The surface transition of spec §7.2, on the model; endpoints resolve by position.
+    /// The surface transition of spec 7.2, on the model; endpoints resolve by position.
     fn apply_surface(&mut self, node: Live, op: SurfaceOp) {
         let SurfaceOp::Replace { start_seq, end_seq } = op else {
             self.surface.push(node);

@@ -136,7 +136,7 @@ fn check_features(events: &[Event], seed: u64) {
 }
 
 /// Asserts that turns and steps nest and close, and that tool calls are settled in their
-/// step (the relational rules of spec §12.2 that admission does not check).
+/// step (the relational rules of spec 12.2 that admission does not check).
 fn check_balanced(events: &[Event], seed: u64) {
     let (mut turn, mut step, mut calls) = (None, None, Vec::new());
     for event in events {
@@ -242,7 +242,7 @@ fn check_stream(content: &[ContentBlock], stream: &[StreamRecord], event_time: i
     assert_eq!(packed, content.len(), "one packed record per block");
 }
 
-// Goal: head rewrites make the surface numerically non-monotonic, as in spec §7.2.
+// Goal: head rewrites make the surface numerically non-monotonic, as in spec 7.2.
 // Method: admit 3000 events batch by batch and look at the admitted surface's seqs.
 #[test]
 fn surface_becomes_non_monotonic() {

@@ -159,7 +159,7 @@ impl Fenwick {
         self.tree.pop().expect("a slot to pop");
     }
 
-    /// Adds `delta` (±1) to the flag of `slot`.
+    /// Adds `delta` (+1 or -1) to the flag of `slot`.
     fn add(&mut self, slot: usize, delta: i32) {
         assert!(slot < self.tree.len(), "the slot exists");
         let mut i = slot + 1;

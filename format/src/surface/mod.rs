@@ -1,4 +1,4 @@
-//! The surface fold (spec §7.1, §7.2): the ordered live surface nodes and `replaceGeneration`.
+//! The surface fold (spec 7.1,  7.2): the ordered live surface nodes and `replaceGeneration`.
 //!
 //! A transition is planned first and applied second, so a rejected event leaves the state
 //! untouched. Replace endpoints are resolved by surface position, never by comparing seqs: after
@@ -49,7 +49,7 @@ pub enum NodeKind {
 pub struct Node {
     pub seq: u64,
     pub kind: NodeKind,
-    /// For tool results: everything a content rewrite must keep, serialized (spec §7.2 6.4).
+    /// For tool results: everything a content rewrite must keep, serialized (spec 7.2 6.4).
     rewrite_identity: Option<Box<str>>,
 }
 
@@ -88,7 +88,7 @@ pub enum Undo {
     },
 }
 
-/// The text of the head-protection refusal (spec §7.2 step 6.5).
+/// The text of the head-protection refusal (spec 7.2 step 6.5).
 pub const HEAD_REWRITE_REFUSAL: &str = "surface replace: node 0 holds the system prompt and may \
      be rewritten only by a system/message over exactly that node";
 

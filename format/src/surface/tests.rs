@@ -62,7 +62,7 @@ fn positions(surface: &Surface, seqs: &[u64]) -> Vec<Option<usize>> {
     seqs.iter().map(|&seq| surface.position(seq)).collect()
 }
 
-// Goal: the spec's §7.2 example, a head rewrite that leaves the surface reading
+// Goal: the spec's  7.2 example, a head rewrite that leaves the surface reading
 // `[11, 8, 9]`. Method: rewrite the system head of `[1, 8, 9]` and look up every seq.
 #[test]
 fn head_replace_makes_the_surface_non_monotonic() {
@@ -81,7 +81,7 @@ fn head_replace_makes_the_surface_non_monotonic() {
     assert_eq!(surface.replace_generation(), 1);
 }
 
-// Goal: endpoints resolve by position, never by comparing seqs (spec §20 pitfall 3).
+// Goal: endpoints resolve by position, never by comparing seqs (spec 20 pitfall 3).
 // Method: on `[0, 6, 4, 5]` replace from seq 6 to seq 4, then refuse the reverse span.
 #[test]
 fn replace_endpoints_resolve_by_position() {

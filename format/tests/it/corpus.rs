@@ -1,4 +1,4 @@
-//! The dsh conformance corpus (spec §18): every recording behaves as MANIFEST.tsv says.
+//! The dsh conformance corpus (spec 18): every recording behaves as MANIFEST.tsv says.
 
 use std::fs::File;
 

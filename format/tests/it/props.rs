@@ -132,8 +132,24 @@ const PACKED_TAGS: &[&str] = &["text-chunks", "reasoning-chunks", "tool-call-chu
 /// characters, the line separators JavaScript treats specially, and non-BMP characters.
 fn json_string() -> BoxedStrategy<String> {
     let tricky = prop::sample::select(vec![
-        '"', '\\', '/', '\0', '\n', '\r', '\t', '\u{1f}', '\u{7f}', 'a', 'Z', ' ', 'é', '\u{2028}',
-        '\u{fffd}', '😀', '{', '}',
+        '"',
+        '\\',
+        '/',
+        '\0',
+        '\n',
+        '\r',
+        '\t',
+        '\u{1f}',
+        '\u{7f}',
+        'a',
+        'Z',
+        ' ',
+        '\u{e9}',
+        '\u{2028}',
+        '\u{fffd}',
+        '\u{1f600}',
+        '{',
+        '}',
     ]);
     prop_oneof![
         prop::collection::vec(tricky, 0..12).prop_map(String::from_iter),
@@ -147,7 +163,7 @@ fn string_opt() -> BoxedStrategy<Option<String>> {
 }
 
 /// Integers over the whole i64 and u64 ranges, and finite floats other than -0.0 (which is
-/// not lossless JSON, spec §12.1).
+/// not lossless JSON, spec 12.1).
 fn json_number() -> BoxedStrategy<Number> {
     prop_oneof![
         any::<i64>().prop_map(Number::from),
@@ -821,7 +837,7 @@ proptest! {
         assert_eq!(String::from_utf8(second).unwrap(), String::from_utf8(first).unwrap());
     }
 
-    // Goal: key order carries no meaning (spec §3.4): a row whose objects list their members
+    // Goal: key order carries no meaning (spec 3.4): a row whose objects list their members
     // in any order decodes to the same event, through the buffered paths for a `data` that
     // precedes `type` and for union tags that are not the first member.
     // Method: encode an event, reverse the members of every object in the row, decode and
@@ -836,7 +852,7 @@ proptest! {
     }
 
     // Goal: the provenance range encoding is lossless for any list of distinct earlier seqs,
-    // in any order (spec §3.4).
+    // in any order (spec 3.4).
     // Method: encode the list, decode it as `SeqItem`s and expand it for its event's seq.
     #[test]
     fn seq_ranges_round_trip(

@@ -123,7 +123,7 @@ fn packed_len(line: &[u8]) -> Option<u64> {
 // Goal: decode then encode keeps every field of every dsh row: `data` (unknown members
 // included), `surfaceOp`, `sourceEventSeqs`, `ignorable`, `type`, `seq` and `time`.
 // Method: pair each original row with our encoding of the same event and compare the parsed
-// rows as JSON values (key order carries no meaning, spec §3.4). Provenance is compared
+// rows as JSON values (key order carries no meaning, spec 3.4). Provenance is compared
 // expanded, since dsh snapshots write it expanded and we write ranges; packed V0/V1 rows are
 // skipped because they expand to several events; a normalized row's absent `seq` and `time`
 // read as its position and 0.

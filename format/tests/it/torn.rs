@@ -1,4 +1,4 @@
-//! Torn tails and faulty rows under the two recovery policies (spec §3.2, §3.5).
+//! Torn tails and faulty rows under the two recovery policies (spec 3.2,  3.5).
 
 use pretty_assertions::assert_eq;
 use sessionlog_format::row::encode_row;
@@ -231,7 +231,7 @@ fn raw_log_with(line: Option<&[u8]>, after: usize, drop: &[u64]) -> Vec<u8> {
 
 // Goal: a garbage row withholds itself and its whole suffix under the recoverable policy,
 // unless a later decodable turn/end proves the suffix was committed, which makes it fatal;
-// the strict policy refuses it either way (spec §3.5).
+// the strict policy refuses it either way (spec 3.5).
 // Method: insert a non-JSON line after seq 4 of the sample session (so at physical line 7),
 // once with the turn/end (seq 7) left in the suffix and once with it left out.
 #[test]
@@ -273,7 +273,7 @@ fn garbage_row_withholds_its_suffix() {
 }
 
 // Goal: a seq gap is a faulty row like any other: recoverable withholds it and its suffix
-// unless a later turn/end makes it fatal, and strict refuses it (spec §3.4 rule 4, §3.5).
+// unless a later turn/end makes it fatal, and strict refuses it (spec 3.4 rule 4,  3.5).
 // Method: leave seq 5 out of the sample session, so seq 6 sits at physical line 7, once with
 // the turn/end (seq 7) in the suffix and once without it.
 #[test]
@@ -315,7 +315,7 @@ fn seq_gap_withholds_its_suffix() {
 }
 
 // Goal: corruption inside a complete zstd frame that is not the last is never forgiven, in
-// either policy (spec §3.2 "Corruption", STYLE 18).
+// either policy (spec 3.2 "Corruption", STYLE 18).
 // Method: write the sample session with four frames (header and three batches), flip a byte
 // in the middle of each middle frame in turn, and read under both policies.
 #[test]
