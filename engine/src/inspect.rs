@@ -51,8 +51,9 @@ pub fn fold_session(
 ) -> Result<FoldedSession, Error> {
     match source {
         SessionSource::Store { store, session } => {
+            // The head comes from the warm fold; an earlier seq is folded from the start.
             let fold = match at_seq {
-                None => store.fold_at(session, None)?,
+                None => store.with_fold(session, SessionFold::clone)?,
                 Some(at) => store.fold_at(session, Some(at))?,
             };
             let next_seq = fold.admission().next_seq();

@@ -1,5 +1,5 @@
 //! Stateful admission: the surface transition plus the V3 system-head and step rules
-//! (spec 7.2,  11 restoration rules 1 to 7).
+//! (spec 7.2, 11 restoration rules 1 to 7).
 //!
 //! [`Admission::check`] plans without changing anything; [`Admission::commit`] applies the
 //! plan. A rejected event therefore leaves the state exactly as it was.

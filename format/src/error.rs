@@ -13,13 +13,13 @@ pub enum Rule {
     TooLarge,
     /// The header record (spec 3.3).
     Header,
-    /// The envelope keys and values (spec 4 rule 1,  3.4).
+    /// The envelope keys and values (spec 4 rule 1, 3.4).
     Envelope,
     /// Seqs are dense from 0 (spec 3.4 rule 4).
     SeqGap,
     /// `surfaceOp` presence and shape (spec 4 rules 2 to 5).
     SurfaceOp,
-    /// `sourceEventSeqs` (spec 4 rule 6,  3.4 range encoding).
+    /// `sourceEventSeqs` (spec 4 rule 6, 3.4 range encoding).
     SourceSeqs,
     /// The typed payload of the event type (spec 4 rules 7, 9, 10).
     Payload,
@@ -31,15 +31,15 @@ pub enum Rule {
     UnknownEvent,
     /// The surface transition (spec 7.2).
     Surface,
-    /// The protected system head (spec 7.2 step 6.5,  11 rules 3 to 7).
+    /// The protected system head (spec 7.2 step 6.5, 11 rules 3 to 7).
     HeadProtection,
     /// A `system/message` outside its own open step (spec 11 rule 2).
     SystemStep,
-    /// A record cut short at the end of the file (spec 3.2,  3.5).
+    /// A record cut short at the end of the file (spec 3.2, 3.5).
     TornTail,
     /// A corrupt zstd frame (spec 3.2).
     Frame,
-    /// An event that needs a message projection the fold lacks (spec 6.4,  7.2 step 3).
+    /// An event that needs a message projection the fold lacks (spec 6.4, 7.2 step 3).
     Projection,
 }
 

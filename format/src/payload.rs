@@ -1,4 +1,4 @@
-//! Typed payloads (`data`) of the core events (spec 5.1,  8.1,  13.1).
+//! Typed payloads (`data`) of the core events (spec 5.1, 8.1, 13.1).
 //!
 //! Every other event type keeps its `data` as an opaque JSON value; see [`crate::EventData::Other`].
 

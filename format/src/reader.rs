@@ -1,4 +1,4 @@
-//! The log reader: header, rows, recovery policy and snapshot mode (spec 3,  9,  18).
+//! The log reader: header, rows, recovery policy and snapshot mode (spec 3, 9, 18).
 //!
 //! [`LogReader`] streams events one at a time, so memory stays bounded by one row plus the
 //! surface. Every event it yields has passed the stateless rules and the stateful admission of

@@ -1,4 +1,4 @@
-//! Stateless admission rules: what one event must satisfy on its own (spec 4,  9,  11 codec).
+//! Stateless admission rules: what one event must satisfy on its own (spec 4, 9, 11 codec).
 //!
 //! The stateful rules (the surface transition and the protected head) live in
 //! [`crate::admission`]. Both run wherever data enters: the reader, the migrator's output
@@ -72,7 +72,7 @@ pub fn is_opaque_unknown(event: &Event, ctx: RuleContext) -> bool {
     event.ignorable && !is_known(&event.kind, ctx.version)
 }
 
-/// Spec  4 rule 1 and  12.1 rule 2: values a reader would refuse are never admitted.
+/// Spec  4 rule 1 and 12.1 rule 2: values a reader would refuse are never admitted.
 fn check_envelope_values(event: &Event) -> Checked {
     if event.seq > SAFE_INTEGER_MAX {
         return fail(

@@ -1,4 +1,4 @@
-//! Format versions (spec 2,  9): one monotonic integer, V0 to V3.
+//! Format versions (spec 2, 9): one monotonic integer, V0 to V3.
 
 use std::fmt;
 

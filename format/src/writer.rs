@@ -1,5 +1,5 @@
 //! The log writer: a header, then one batch of rows per append, raw or one zstd frame per
-//! batch (spec 3.2,  19 writer checklist).
+//! batch (spec 3.2, 19 writer checklist).
 //!
 //! Every event passes the stateless rules and the stateful admission before any byte of its
 //! batch is written, so a rejected batch writes nothing.

@@ -39,7 +39,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The trivial model: every event, and the rules of spec 7.2 and  7.3 applied naively.
+/// The trivial model: every event, and the rules of spec 7.2 and 7.3 applied naively.
 #[derive(Default)]
 struct Model {
     events: Vec<Event>,

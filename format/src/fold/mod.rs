@@ -1,4 +1,4 @@
-//! The session fold (spec 7.3,  7.4,  6.4,  8.2): everything derived from a session log,
+//! The session fold (spec 7.3, 7.4, 6.4, 8.2): everything derived from a session log,
 //! maintained event by event.
 //!
 //! A [`SessionFold`] wraps the [`Admission`] of a log (the surface, the protected head, the step

@@ -54,8 +54,8 @@ fn derived(fold: &SessionFold) -> Derived {
     }
 }
 
-/// The naive reference: replays the whole log with the plain rules of spec 7.2,  7.3,  6.4
-/// and  8.2, written independently of the fold (linear scans, JSON values, no caches). It
+/// The naive reference: replays the whole log with the plain rules of spec 7.2, 7.3, 6.4
+/// and 8.2, written independently of the fold (linear scans, JSON values, no caches). It
 /// trusts the log to be valid; the fold under test is the one that checks.
 fn naive_fold(events: &[Arc<Event>]) -> Derived {
     let mut seqs: Vec<u64> = Vec::new();

@@ -128,7 +128,7 @@ impl Generator {
         }
     }
 
-    /// Derives the request header and context a plan needs (spec 7.5 rule 5,  8.3).
+    /// Derives the request header and context a plan needs (spec 7.5 rule 5, 8.3).
     pub(super) fn resolve(&self, mut plan: StepPlan) -> StepPlan {
         let series = self.need_series || plan.head_rewrite || plan.prune.is_some();
         plan.header = if !self.header_logged {

@@ -1,4 +1,4 @@
-//! The surface fold (spec 7.1,  7.2): the ordered live surface nodes and `replaceGeneration`.
+//! The surface fold (spec 7.1, 7.2): the ordered live surface nodes and `replaceGeneration`.
 //!
 //! A transition is planned first and applied second, so a rejected event leaves the state
 //! untouched. Replace endpoints are resolved by surface position, never by comparing seqs: after

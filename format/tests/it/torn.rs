@@ -1,4 +1,4 @@
-//! Torn tails and faulty rows under the two recovery policies (spec 3.2,  3.5).
+//! Torn tails and faulty rows under the two recovery policies (spec 3.2, 3.5).
 
 use pretty_assertions::assert_eq;
 use sessionlog_format::row::encode_row;
@@ -273,7 +273,7 @@ fn garbage_row_withholds_its_suffix() {
 }
 
 // Goal: a seq gap is a faulty row like any other: recoverable withholds it and its suffix
-// unless a later turn/end makes it fatal, and strict refuses it (spec 3.4 rule 4,  3.5).
+// unless a later turn/end makes it fatal, and strict refuses it (spec 3.4 rule 4, 3.5).
 // Method: leave seq 5 out of the sample session, so seq 6 sits at physical line 7, once with
 // the turn/end (seq 7) in the suffix and once without it.
 #[test]
