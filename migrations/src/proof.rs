@@ -1,0 +1,165 @@
+//! The request-equivalence proof of the V2 -> V3 edge (spec 10.8).
+//!
+//! The V2 source and the V3 target are folded side by side with [`SessionFold`]. At every
+//! source `request/header` (after folding the source through it, and the target through the
+//! header's target event) the V3 derived messages must equal the V2 derived messages with the
+//! header's prompt prepended:
+//!
+//! - the prompt is `header.system` when it is a string, else `""`; a non-empty prompt is
+//!   expected as V3 message 0 with role `system` and content exactly one text block holding the
+//!   prompt; an empty prompt expects nothing (the empty head derives no message);
+//! - every other message is compared by role, content and id, index by index;
+//! - the synthetic system message's id and source are not compared: the id is generated and
+//!   the plugin name is not part of what the model sees;
+//! - sources of the other messages are not compared either, because the `tools-code-mode`
+//!   rename (spec 10.5) changes them on purpose.
+//!
+//! Folding the whole target under the V3 rules is also the target's admission: any violation
+//! is the refusal "format v2 to v3 produced an invalid v3 log".
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use sessionlog_format::rules::RuleContext;
+use sessionlog_format::{ContentBlock, Event, EventData, FormatVersion, Message, SessionFold};
+
+use crate::catalog::StageOptions;
+use crate::error::{Reason, Refusal};
+
+/// Proves every request of `source` unchanged in `target`, where `mapping[s]` is the target
+/// seq of source event `s`. Returns the number of requests proved.
+pub fn prove_requests(
+    source: &[Event],
+    target: &[Event],
+    mapping: &[u64],
+    options: StageOptions,
+) -> Result<u64, Refusal> {
+    assert_eq!(source.len(), mapping.len(), "one mapping per source event");
+    let context = |version| RuleContext {
+        version,
+        snapshot: options.snapshot,
+    };
+    let mut v2 = SessionFold::new(context(FormatVersion::V2));
+    let mut v3 = TargetFold {
+        fold: SessionFold::new(context(FormatVersion::V3)),
+        target,
+        next_idx: 0,
+    };
+    let mut n_requests = 0;
+    for event in source {
+        v2.admit(Arc::new(event.clone())).map_err(|violation| {
+            let detail = violation.to_string();
+            Refusal::v2_to_v3(Some(event.seq), Reason::InvalidSource { detail })
+        })?;
+        let EventData::RequestHeader(data) = &event.data else {
+            continue;
+        };
+        let target_seq = mapping[usize::try_from(event.seq).expect("a seq fits in usize")];
+        v3.advance_through(target_seq)?;
+        let prompt = match &data.header.system {
+            Some(Value::String(text)) => text.as_str(),
+            _ => "",
+        };
+        if let Some(message_idx) = first_difference(prompt, &v2.messages(), &v3.fold.messages()) {
+            let source_seq = event.seq;
+            let reason = Reason::RequestChanged {
+                source_seq,
+                message_idx,
+            };
+            return Err(Refusal::v2_to_v3(Some(source_seq), reason));
+        }
+        n_requests += 1;
+    }
+    v3.advance_through(u64::MAX)?;
+    assert_eq!(v3.next_idx, target.len(), "the whole target was admitted");
+    Ok(n_requests)
+}
+
+/// The V3 fold and how much of the target it has admitted.
+struct TargetFold<'a> {
+    fold: SessionFold,
+    target: &'a [Event],
+    next_idx: usize,
+}
+
+impl TargetFold<'_> {
+    /// Admits target events up to and including seq `last` (or to the end).
+    fn advance_through(&mut self, last: u64) -> Result<(), Refusal> {
+        while let Some(event) = self.target.get(self.next_idx) {
+            if event.seq > last {
+                break;
+            }
+            self.fold
+                .admit(Arc::new(event.clone()))
+                .map_err(|violation| {
+                    let detail = format!("target seq {}: {violation}", event.seq);
+                    Refusal::v2_to_v3(None, Reason::InvalidOutput { detail })
+                })?;
+            self.next_idx += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The index of the first V3 message that differs from the expectation, if any.
+fn first_difference(prompt: &str, v2: &[&Message], v3: &[&Message]) -> Option<usize> {
+    let offset = usize::from(!prompt.is_empty());
+    if offset == 1 {
+        let Some(head) = v3.first() else {
+            return Some(0);
+        };
+        let expected = [ContentBlock::text(prompt)];
+        if head.role.as_deref() != Some("system") || head.content != expected {
+            return Some(0);
+        }
+    }
+    let n_messages = v2.len().max(v3.len().saturating_sub(offset));
+    (0..n_messages)
+        .find(|&idx| match (v2.get(idx), v3.get(idx + offset)) {
+            (Some(old), Some(new)) => {
+                old.role != new.role || old.content != new.content || old.id != new.id
+            }
+            _ => true,
+        })
+        .map(|idx| idx + offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(id: &str, role: &str, text: &str) -> Message {
+        Message {
+            id: Some(id.to_owned()),
+            role: Some(role.to_owned()),
+            content: vec![ContentBlock::text(text)],
+            source: None,
+            extra: Default::default(),
+        }
+    }
+
+    // Goal: the comparison names the first differing V3 index, prompt included.
+    // Method: equal lists, a wrong prompt, a changed text, a missing and an extra message.
+    #[test]
+    fn first_difference_indexes_v3_messages() {
+        let system = message("generated", "system", "be brief");
+        let user = message("u1", "user", "hi");
+        let other = message("u1", "user", "bye");
+        assert_eq!(
+            first_difference("be brief", &[&user], &[&system, &user]),
+            None
+        );
+        assert_eq!(first_difference("", &[&user], &[&user]), None);
+        assert_eq!(
+            first_difference("other", &[&user], &[&system, &user]),
+            Some(0)
+        );
+        assert_eq!(
+            first_difference("be brief", &[&user], &[&system, &other]),
+            Some(1)
+        );
+        assert_eq!(first_difference("be brief", &[&user], &[&system]), Some(1));
+        assert_eq!(first_difference("", &[&user], &[&user, &other]), Some(1));
+        assert_eq!(first_difference("be brief", &[], &[]), Some(0));
+    }
+}
