@@ -12,6 +12,7 @@ use sessionlog_engine::check::{check_file, CheckOptions, FileReport};
 use sessionlog_format::gen::GenOptions;
 use sessionlog_format::{Compression, ReadOptions, Recovery, SnapshotMode};
 
+use crate::migrate_command;
 use crate::output::{print_json, progress, EXIT_FAULT, EXIT_OK};
 use crate::store_commands;
 
@@ -47,6 +48,8 @@ enum Command {
     Messages(store_commands::ViewArgs),
     /// The live surface nodes of a log file or a stored session.
     Surface(store_commands::ViewArgs),
+    /// Write proven, request-equivalent V3 successors of older logs (never overwriting).
+    Migrate(migrate_command::MigrateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -149,6 +152,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => store_commands::verify(global, args),
         Command::Messages(args) => store_commands::messages(global, args),
         Command::Surface(args) => store_commands::surface(global, args),
+        Command::Migrate(args) => migrate_command::migrate(global, args),
     }
 }
 

@@ -2,6 +2,7 @@
 //! command, and prints; the contract is `shared/CLI.md` (grammar, exit codes, `--json` shapes).
 
 mod commands;
+mod migrate_command;
 mod output;
 mod store_commands;
 

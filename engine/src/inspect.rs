@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::rules::RuleContext;
-use sessionlog_format::{FormatVersion, Message, ReadOptions, Recovery, SnapshotMode};
+use sessionlog_format::{FormatVersion, Message, SnapshotMode};
 
 use crate::error::Error;
-use crate::files::open_log;
+use crate::migrate::read_as_v3;
 use crate::store::{Store, StoreError};
 
 /// Where a session comes from.
@@ -72,48 +72,25 @@ fn fold_file(
     snapshot: SnapshotMode,
     at_seq: Option<u64>,
 ) -> Result<FoldedSession, Error> {
-    let mut reader = open_log(
-        path,
-        ReadOptions {
-            recovery: Recovery::Strict,
-            snapshot,
-        },
-    )?;
-    if reader.version() != FormatVersion::V3 {
-        return Err(Error::Refused(format!(
-            "{}: derived messages need a V3 log, and this one is {} (older logs need the \
-             migration chain)",
-            path.display(),
-            reader.version()
-        )));
-    }
-    let session = reader.header().id.clone();
-    let mut fold: Option<SessionFold> = None;
-    while let Some(next) = reader.next_event() {
-        let event = next.map_err(|source| Error::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+    // Older versions are migrated in memory; nothing is written.
+    let (header, events, snapshot) = read_as_v3(path, snapshot)?;
+    let ctx = RuleContext {
+        version: FormatVersion::V3,
+        snapshot,
+    };
+    let mut fold = SessionFold::new(ctx);
+    for event in events {
         if at_seq.is_some_and(|at| event.seq > at) {
             break;
         }
-        let ctx = RuleContext {
-            version: FormatVersion::V3,
-            snapshot: reader.snapshot(),
-        };
-        let fold = fold.get_or_insert_with(|| SessionFold::new(ctx));
-        // The reader has admitted the event already; the fold repeats the check for its state.
+        let seq = event.seq;
         fold.admit(Arc::new(event))
-            .map_err(|v| Error::Refused(format!("{}: {v}", path.display())))?;
+            .map_err(|v| Error::Refused(format!("{}: seq {seq}: {v}", path.display())))?;
     }
-    let ctx = RuleContext {
-        version: FormatVersion::V3,
-        snapshot: reader.snapshot(),
-    };
-    let fold = fold.unwrap_or_else(|| SessionFold::new(ctx));
     let next_seq = fold.admission().next_seq();
     if let Some(at) = at_seq {
         if next_seq <= at {
+            let session = header.id;
             return Err(Error::Store(StoreError::SeqOutOfRange {
                 session,
                 seq: at,
@@ -122,7 +99,7 @@ fn fold_file(
         }
     }
     Ok(FoldedSession {
-        session,
+        session: header.id,
         at_seq: next_seq.checked_sub(1),
         fold,
     })

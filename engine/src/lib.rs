@@ -21,6 +21,7 @@ pub mod error;
 pub mod files;
 pub mod generate;
 pub mod inspect;
+pub mod migrate;
 pub mod service;
 pub mod store;
 pub mod transfer;

@@ -45,11 +45,9 @@ pub fn import_file(
     };
     let mut reader = open_log(path, options)?;
     if reader.version() != FormatVersion::V3 {
-        return Err(Error::Refused(format!(
-            "{}: import takes V3 logs, and this one is {} (older logs need the migration chain)",
-            path.display(),
-            reader.version()
-        )));
+        // Older versions are migrated in memory first; the source is not touched.
+        drop(reader);
+        return import_migrated(store, path, snapshot, on_commit);
     }
     let session = reader.header().id.clone();
     let mut created = false;
@@ -85,6 +83,29 @@ pub fn import_file(
             return Ok(report);
         }
     }
+}
+
+fn import_migrated(
+    store: &Store,
+    path: &Path,
+    snapshot: SnapshotMode,
+    on_commit: &mut dyn FnMut(&AppendAck),
+) -> Result<ImportReport, Error> {
+    let (header, events, snapshot) = crate::migrate::read_as_v3(path, snapshot)?;
+    store.create_session_with(&header, snapshot)?;
+    let mut report = ImportReport {
+        file: path.to_owned(),
+        session: header.id.clone(),
+        events: 0,
+        head_chain: store.head(&header.id)?.chain,
+    };
+    for batch in events.chunks(IMPORT_BATCH_EVENTS) {
+        let ack = store.append(&header.id, report.events, batch.to_vec())?;
+        report.events += batch.len() as u64;
+        report.head_chain = ack.head_chain;
+        on_commit(&ack);
+    }
+    Ok(report)
 }
 
 /// Where an export goes.

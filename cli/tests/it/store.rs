@@ -104,22 +104,19 @@ fn messages_and_surface_from_file_and_store() {
     }
 }
 
-// Goal: importing a non-V3 log is refused with exit 1 and a message naming the file, and
-// asking for an unknown session is exit 1 too.
+// Goal: importing a log with no upgrade path yet (V0) is refused with exit 1 and a message
+// naming the file, and asking for an unknown session is exit 1 too.
 #[test]
 fn refusals_exit_1() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("store.redb");
-    let v2 = tmp.path().join("old.v2.jsonl");
-    std::fs::write(
-        &v2,
-        "{\"type\":\"session\",\"version\":2,\"id\":\"o\",\"createdAt\":1,\"isSeeded\":false,\"delegationDepth\":0}\n",
-    )
-    .unwrap();
-    let import = with_db(&db, &["import", v2.to_str().unwrap()]);
+    let v0 = tmp.path().join("session.jsonl");
+    let header = r#"{"type":"session","version":0,"id":"o","createdAt":1,"delegationDepth":0}"#;
+    std::fs::write(&v0, format!("{header}\n")).unwrap();
+    let import = with_db(&db, &["import", v0.to_str().unwrap()]);
     assert_eq!(import.status.code(), Some(1));
     assert!(
-        stderr(&import).contains("import takes V3 logs"),
+        stderr(&import).contains("has no upgrade path"),
         "{}",
         stderr(&import)
     );

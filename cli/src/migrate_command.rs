@@ -1,0 +1,115 @@
+//! `migrate`: V3 successors for dsh logs, files or whole session roots.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::json;
+
+use sessionlog_engine::migrate::{migrate_file, sources, FileOutcome, MigrateOptions, Outcome};
+
+use crate::commands::{Global, InputArgs};
+use crate::output::{print_json, progress, EXIT_FAULT, EXIT_OK};
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// The target version (only 3, the current one).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=3))]
+    to: u64,
+    /// Convert and prove, but write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Write successors under DIR (created if missing) instead of beside their sources.
+    #[arg(short = 'o', long = "output")]
+    out_dir: Option<PathBuf>,
+    /// Session log files, or directories to walk for session[.vN].jsonl[.zstd].
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+pub fn migrate(global: Global, args: MigrateArgs) -> anyhow::Result<ExitCode> {
+    let options = MigrateOptions {
+        out_dir: args.out_dir.clone(),
+        dry_run: args.dry_run,
+        snapshot: args.input.snapshot.into(),
+    };
+    let mut files = Vec::new();
+    for path in &args.paths {
+        files.extend(sources(path)?);
+    }
+    let bar = progress(files.len() as u64, global.quiet || global.json, "migrating");
+    let mut outcomes = Vec::with_capacity(files.len());
+    for (source, relative) in &files {
+        let outcome = migrate_file(source, relative, &options);
+        if let Outcome::Refused { line, reason } = &outcome.outcome {
+            let line = line.map(|l| format!(":{l}")).unwrap_or_default();
+            bar.suspend(|| eprintln!("{}{line}: {reason}", source.display()));
+        }
+        outcomes.push(outcome);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if global.json {
+        let files: Vec<_> = outcomes.iter().map(outcome_json).collect();
+        print_json(&json!({ "files": files, "dryRun": args.dry_run }))?;
+    } else if !global.quiet {
+        print_table(&outcomes, args.dry_run);
+    }
+    let refused = outcomes
+        .iter()
+        .any(|o| matches!(o.outcome, Outcome::Refused { .. }));
+    Ok(ExitCode::from(if refused { EXIT_FAULT } else { EXIT_OK }))
+}
+
+fn outcome_json(outcome: &FileOutcome) -> serde_json::Value {
+    let (name, reason, proved) = match &outcome.outcome {
+        Outcome::Converted { requests_proved } => ("converted", None, Some(*requests_proved)),
+        Outcome::Current => ("current", None, None),
+        Outcome::Refused { reason, .. } => ("refused", Some(reason.clone()), None),
+    };
+    json!({
+        "source": outcome.source.display().to_string(),
+        "target": outcome.target.as_ref().map(|t| t.display().to_string()),
+        "from": outcome.from,
+        "to": outcome.to,
+        "outcome": name,
+        "reason": reason,
+        "requestsProved": proved,
+    })
+}
+
+fn print_table(outcomes: &[FileOutcome], dry_run: bool) {
+    for outcome in outcomes {
+        let target = outcome
+            .target
+            .as_ref()
+            .map(|t| t.display().to_string())
+            .unwrap_or_default();
+        let from = outcome
+            .from
+            .map(|v| format!("v{v}"))
+            .unwrap_or_else(|| "?".to_owned());
+        let what = match &outcome.outcome {
+            Outcome::Converted { requests_proved } => {
+                let verb = if dry_run {
+                    "would convert"
+                } else {
+                    "converted"
+                };
+                format!("{verb} {from} -> v3 ({requests_proved} requests proved) {target}")
+            }
+            Outcome::Current => format!("current ({from}) {target}"),
+            Outcome::Refused { reason, .. } => format!("refused ({from}): {reason}"),
+        };
+        println!("{}: {what}", outcome.source.display());
+    }
+    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(&o.outcome)).count();
+    println!(
+        "{} converted, {} already current, {} refused",
+        count(|o| matches!(o, Outcome::Converted { .. })),
+        count(|o| matches!(o, Outcome::Current)),
+        count(|o| matches!(o, Outcome::Refused { .. })),
+    );
+}
