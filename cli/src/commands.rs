@@ -91,6 +91,9 @@ struct CatArgs {
     /// What to do with a faulty row.
     #[arg(long, value_enum, default_value_t = RecoveryArg::Strict)]
     recovery: RecoveryArg,
+    /// Print the log migrated (in memory) to this version; only 3.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(3..=3))]
+    to: Option<u64>,
     /// A dsh session log of any version, raw or .jsonl.zstd.
     file: PathBuf,
 }
@@ -217,7 +220,11 @@ fn cat(args: CatArgs) -> anyhow::Result<ExitCode> {
         snapshot: args.input.snapshot.into(),
     };
     let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
-    sessionlog_engine::cat::cat_file(&args.file, options, &mut out)?;
+    if args.to.is_some() {
+        sessionlog_engine::cat::cat_file_as_v3(&args.file, options.snapshot, &mut out)?;
+    } else {
+        sessionlog_engine::cat::cat_file(&args.file, options, &mut out)?;
+    }
     Ok(ExitCode::from(EXIT_OK))
 }
 

@@ -36,3 +36,25 @@ pub fn cat_file(path: &Path, options: ReadOptions, out: &mut dyn Write) -> Resul
     out.flush().map_err(out_error)?;
     Ok(n_events)
 }
+
+/// Writes `path` migrated to V3 (in memory; nothing is written beside it) as canonical V3
+/// JSONL; returns the number of events written.
+pub fn cat_file_as_v3(
+    path: &Path,
+    snapshot: sessionlog_format::SnapshotMode,
+    out: &mut dyn Write,
+) -> Result<u64, Error> {
+    let (header, events, _) = crate::migrate::read_as_v3(path, snapshot)?;
+    let out_error = |e| Error::io(Path::new("<output>"), e);
+    let mut line = serde_json::to_vec(&header).expect("a header always serializes");
+    line.push(b'\n');
+    out.write_all(&line).map_err(out_error)?;
+    for event in &events {
+        line.clear();
+        encode_row(event, sessionlog_format::FormatVersion::V3, &mut line);
+        line.push(b'\n');
+        out.write_all(&line).map_err(out_error)?;
+    }
+    out.flush().map_err(out_error)?;
+    Ok(events.len() as u64)
+}

@@ -2,7 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use sessionlog_format::{Fault, ReadError, ReadOptions, Recovery, Rule, SnapshotMode};
+use sessionlog_format::{
+    Fault, FormatVersion, ReadError, ReadOptions, Recovery, Rule, SnapshotMode,
+};
 
 use crate::error::Error;
 use crate::files::open_log;
@@ -72,6 +74,13 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
         }
     }
     report.snapshot = reader.snapshot();
+    // A valid V2 log must also have a V3 successor: run the migration in memory (spec 10.6).
+    if report.errors.is_empty() && reader.version() == FormatVersion::V2 {
+        drop(reader);
+        if let Err(refusal) = crate::migrate::migration_refusal(path, options.snapshot) {
+            report.errors.push(refusal);
+        }
+    }
     report.ok = report.errors.is_empty();
     report
 }

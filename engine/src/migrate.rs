@@ -312,3 +312,40 @@ pub fn read_as_v3(
         ))),
     }
 }
+
+/// Runs the in-memory migration of a readable V2 log for `check`: the refusal, if any, as a
+/// check error with the physical line (header = 1).
+pub(crate) fn migration_refusal(
+    path: &Path,
+    snapshot: SnapshotMode,
+) -> Result<(), crate::check::CheckError> {
+    let mut reader = open_log(
+        path,
+        ReadOptions {
+            recovery: Recovery::Strict,
+            snapshot,
+        },
+    )
+    .map_err(|e| migration_error(None, e.to_string()))?;
+    let header = reader.header().clone();
+    let mut events = Vec::new();
+    while let Some(next) = reader.next_event() {
+        events.push(next.map_err(|e| migration_error(None, e.to_string()))?);
+    }
+    let options = StageOptions {
+        snapshot: reader.snapshot(),
+    };
+    match migrate_v2_to_v3_with(header, events, options) {
+        Ok(_) => Ok(()),
+        Err(refusal) => Err(migration_error(refusal.v2_line(), refusal.to_string())),
+    }
+}
+
+fn migration_error(line: Option<u64>, message: String) -> crate::check::CheckError {
+    crate::check::CheckError {
+        line: line.unwrap_or(0),
+        seq: None,
+        rule: "migration".to_owned(),
+        message,
+    }
+}

@@ -116,3 +116,36 @@ fn v2_files_are_migrated_in_memory() {
         "nothing is written beside it"
     );
 }
+
+// Goal: `check` on a V2 log also runs its migration in memory, so a log that is valid V2 but
+// has no order-preserving V3 successor is reported with the spec's text and its line; `cat
+// --to 3` prints the in-memory successor, which `check` accepts.
+#[test]
+fn check_and_cat_migrate_v2_in_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let header = r#"{"type":"session","version":2,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0}"#;
+    let user = r#"{"type":"user/message","seq":0,"time":1,"data":{"id":"u1","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#;
+    let early = tmp.path().join("session.v2.jsonl");
+    std::fs::write(&early, format!("{header}\n{user}\n")).unwrap();
+    let check = sessionlog(&["check", early.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(1));
+    let expected = "format v2 surface before first step cannot acquire a system head without \
+                    changing chronology";
+    assert!(
+        stderr(&check).contains(&format!("session.v2.jsonl:2: {expected}")),
+        "{}",
+        stderr(&check)
+    );
+
+    let Some(fixtures) = fixtures_dir() else {
+        return;
+    };
+    let v2 = stage(&fixtures, TEXT_TURN, tmp.path(), "t");
+    let cat = sessionlog(&["cat", "--to", "3", v2.to_str().unwrap()]);
+    assert_eq!(cat.status.code(), Some(0), "{}", stderr(&cat));
+    let successor = tmp.path().join("t/printed.v3.jsonl");
+    std::fs::write(&successor, stdout(&cat)).unwrap();
+    let check = sessionlog(&["check", successor.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    assert!(stdout(&cat).starts_with(r#"{"type":"session","version":3"#));
+}
