@@ -21,6 +21,9 @@ pub struct MigrateArgs {
     /// Convert and prove, but write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Skip the request-equivalence proof (it runs on every conversion by default).
+    #[arg(long)]
+    no_verify: bool,
     /// Write successors under DIR (created if missing) instead of beside their sources.
     #[arg(short = 'o', long = "output")]
     out_dir: Option<PathBuf>,
@@ -34,6 +37,7 @@ pub fn migrate(global: Global, args: MigrateArgs) -> anyhow::Result<ExitCode> {
         out_dir: args.out_dir.clone(),
         dry_run: args.dry_run,
         snapshot: args.input.snapshot.into(),
+        skip_proof: args.no_verify,
     };
     let mut files = Vec::new();
     for path in &args.paths {
@@ -65,7 +69,7 @@ pub fn migrate(global: Global, args: MigrateArgs) -> anyhow::Result<ExitCode> {
 
 fn outcome_json(outcome: &FileOutcome) -> serde_json::Value {
     let (name, reason, proved) = match &outcome.outcome {
-        Outcome::Converted { requests_proved } => ("converted", None, Some(*requests_proved)),
+        Outcome::Converted { requests_proved } => ("converted", None, *requests_proved),
         Outcome::Current => ("current", None, None),
         Outcome::Refused { reason, .. } => ("refused", Some(reason.clone()), None),
     };
@@ -98,7 +102,11 @@ fn print_table(outcomes: &[FileOutcome], dry_run: bool) {
                 } else {
                     "converted"
                 };
-                format!("{verb} {from} -> v3 ({requests_proved} requests proved) {target}")
+                let proof = match requests_proved {
+                    Some(n) => format!("{n} requests proved"),
+                    None => "not proved: --no-verify".to_owned(),
+                };
+                format!("{verb} {from} -> v3 ({proof}) {target}")
             }
             Outcome::Current => format!("current ({from}) {target}"),
             Outcome::Refused { reason, .. } => format!("refused ({from}): {reason}"),

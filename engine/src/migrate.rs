@@ -13,7 +13,9 @@ use sessionlog_format::{
     Compression, Event, FormatVersion, LogWriter, ReadOptions, Recovery, SessionHeader,
     SnapshotMode, WriterOptions,
 };
-use sessionlog_migrations::{migrate_v2_to_v3_with, Migrated, StageOptions};
+use sessionlog_migrations::{
+    migrate_v2_to_v3_unproved, migrate_v2_to_v3_with, Migrated, StageOptions,
+};
 
 use crate::error::Error;
 use crate::files::open_log;
@@ -30,21 +32,21 @@ pub struct MigrateOptions {
     /// Convert and prove, but write nothing.
     pub dry_run: bool,
     pub snapshot: SnapshotMode,
+    /// Skip the request-equivalence proof (`--no-verify`); on by default.
+    pub skip_proof: bool,
 }
 
 /// What happened to one source file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Converted {
-        requests_proved: u64,
+        /// `None` when the proof was skipped (`--no-verify`).
+        requests_proved: Option<u64>,
     },
     /// The source is already V3, or its successor exists.
     Current,
     /// Refused: the physical line (header = 1) when one is known, and the reason.
-    Refused {
-        line: Option<u64>,
-        reason: String,
-    },
+    Refused { line: Option<u64>, reason: String },
 }
 
 /// One source file's result.
@@ -178,7 +180,13 @@ fn convert(
         })?);
     }
     let snapshot = reader.snapshot();
-    let migrated = match migrate_v2_to_v3_with(header, events, StageOptions { snapshot }) {
+    let stage_options = StageOptions { snapshot };
+    let migrated = if options.skip_proof {
+        migrate_v2_to_v3_unproved(header, events, stage_options)
+    } else {
+        migrate_v2_to_v3_with(header, events, stage_options)
+    };
+    let migrated = match migrated {
         Ok(migrated) => migrated,
         Err(refusal) => {
             return Ok(Outcome::Refused {
@@ -187,7 +195,7 @@ fn convert(
             })
         }
     };
-    let requests_proved = migrated.requests_proved;
+    let requests_proved = (!options.skip_proof).then_some(migrated.requests_proved);
     if !options.dry_run {
         let compression = if compressed {
             Compression::Zstd

@@ -25,4 +25,7 @@ pub mod v2_to_v3;
 pub use catalog::{Catalog, Chain, EdgeSpec, Finish, Stage, StageOptions};
 pub use error::{CatalogError, Reason, Refusal};
 pub use sessionlog_format::FormatVersion;
-pub use v2_to_v3::{migrate_v2_to_v3, migrate_v2_to_v3_with, system_message_id, Migrated, V2ToV3};
+pub use v2_to_v3::{
+    migrate_v2_to_v3, migrate_v2_to_v3_unproved, migrate_v2_to_v3_with, system_message_id,
+    Migrated, V2ToV3,
+};

@@ -75,6 +75,28 @@ pub fn migrate_v2_to_v3_with(
     })
 }
 
+/// The stage alone, without the request-equivalence proof (`migrate --no-verify`). The output
+/// is not admitted here either; a writer admits it as it publishes.
+pub fn migrate_v2_to_v3_unproved(
+    header: SessionHeader,
+    events: impl IntoIterator<Item = Event>,
+    options: StageOptions,
+) -> Result<Migrated, Refusal> {
+    let mut stage = V2ToV3::new(options);
+    let header = stage.header(header)?;
+    let mut out = Vec::new();
+    for event in events {
+        stage.push(event, &mut out)?;
+    }
+    let finish = stage.finish(&mut out)?;
+    Ok(Migrated {
+        header,
+        events: out,
+        requests_proved: 0,
+        cut: finish.cut,
+    })
+}
+
 /// The deterministic id of the system message anchored at source event `anchor_seq` of type
 /// `anchor_type`: the prefix plus the lowercase hex SHA-256 of the compact JSON array
 /// `["session-format-v2-to-v3", session_id, anchor_seq, anchor_type]`. serde_json's compact

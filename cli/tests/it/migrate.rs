@@ -149,3 +149,23 @@ fn check_and_cat_migrate_v2_in_memory() {
     assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
     assert!(stdout(&cat).starts_with(r#"{"type":"session","version":3"#));
 }
+
+// Goal: `--no-verify` converts without the proof and says so (`requestsProved` is null).
+#[test]
+fn no_verify_skips_the_proof() {
+    let Some(fixtures) = fixtures_dir() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let v2 = stage(&fixtures, TEXT_TURN, tmp.path(), "n");
+    let run = sessionlog(&["--json", "migrate", "--no-verify", v2.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let doc: Value = serde_json::from_str(&stdout(&run)).unwrap();
+    assert_eq!(doc["files"][0]["outcome"], Value::from("converted"));
+    assert_eq!(doc["files"][0]["requestsProved"], Value::Null);
+    let check = sessionlog(&[
+        "check",
+        v2.with_file_name("session.v3.jsonl").to_str().unwrap(),
+    ]);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+}
