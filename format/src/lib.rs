@@ -44,6 +44,7 @@ pub mod reader;
 pub mod record;
 pub mod row;
 pub mod rules;
+pub mod seq_map;
 pub mod seq_ranges;
 pub mod stream;
 pub mod surface;

@@ -46,6 +46,10 @@ pub fn prove_requests(
         next_idx: 0,
     };
     let mut n_requests = 0;
+    // What the previous request proved: both folds only append between two requests unless a
+    // generation moved, so the messages proved equal then are still equal and only the new
+    // tail needs comparing. This keeps the proof linear in the log, not quadratic.
+    let mut proved: Option<Proved> = None;
     for event in source {
         v2.admit(Arc::new(event.clone())).map_err(|violation| {
             let detail = violation.to_string();
@@ -60,7 +64,23 @@ pub fn prove_requests(
             Some(Value::String(text)) => text.as_str(),
             _ => "",
         };
-        if let Some(message_idx) = first_difference(prompt, &v2.messages(), &v3.fold.messages()) {
+        let now = Proved {
+            v2_generation: v2.content_generation(),
+            v3_generation: v3.fold.content_generation(),
+            prompt: prompt.to_owned(),
+            n_messages: 0,
+        };
+        let from_idx = match &proved {
+            Some(last) if last.same_state(&now) => last.n_messages,
+            _ => 0,
+        };
+        let v2_messages = v2.messages();
+        let difference = first_difference(prompt, &v2_messages, &v3.fold.messages(), from_idx);
+        proved = Some(Proved {
+            n_messages: v2_messages.len(),
+            ..now
+        });
+        if let Some(message_idx) = difference {
             let source_seq = event.seq;
             let reason = Reason::RequestChanged {
                 source_seq,
@@ -73,6 +93,23 @@ pub fn prove_requests(
     v3.advance_through(u64::MAX)?;
     assert_eq!(v3.next_idx, target.len(), "the whole target was admitted");
     Ok(n_requests)
+}
+
+/// The state at the last proved request.
+struct Proved {
+    v2_generation: u64,
+    v3_generation: u64,
+    prompt: String,
+    /// V2 messages proved equal (after the prepended prompt).
+    n_messages: usize,
+}
+
+impl Proved {
+    fn same_state(&self, now: &Proved) -> bool {
+        self.v2_generation == now.v2_generation
+            && self.v3_generation == now.v3_generation
+            && self.prompt == now.prompt
+    }
 }
 
 /// The V3 fold and how much of the target it has admitted.
@@ -101,8 +138,14 @@ impl TargetFold<'_> {
     }
 }
 
-/// The index of the first V3 message that differs from the expectation, if any.
-fn first_difference(prompt: &str, v2: &[&Message], v3: &[&Message]) -> Option<usize> {
+/// The index of the first V3 message that differs from the expectation, if any; V2 messages
+/// before `from_idx` are known equal.
+fn first_difference(
+    prompt: &str,
+    v2: &[&Message],
+    v3: &[&Message],
+    from_idx: usize,
+) -> Option<usize> {
     let offset = usize::from(!prompt.is_empty());
     if offset == 1 {
         let Some(head) = v3.first() else {
@@ -114,7 +157,7 @@ fn first_difference(prompt: &str, v2: &[&Message], v3: &[&Message]) -> Option<us
         }
     }
     let n_messages = v2.len().max(v3.len().saturating_sub(offset));
-    (0..n_messages)
+    (from_idx.min(n_messages)..n_messages)
         .find(|&idx| match (v2.get(idx), v3.get(idx + offset)) {
             (Some(old), Some(new)) => {
                 old.role != new.role || old.content != new.content || old.id != new.id
@@ -146,20 +189,23 @@ mod tests {
         let user = message("u1", "user", "hi");
         let other = message("u1", "user", "bye");
         assert_eq!(
-            first_difference("be brief", &[&user], &[&system, &user]),
+            first_difference("be brief", &[&user], &[&system, &user], 0),
             None
         );
-        assert_eq!(first_difference("", &[&user], &[&user]), None);
+        assert_eq!(first_difference("", &[&user], &[&user], 0), None);
         assert_eq!(
-            first_difference("other", &[&user], &[&system, &user]),
+            first_difference("other", &[&user], &[&system, &user], 0),
             Some(0)
         );
         assert_eq!(
-            first_difference("be brief", &[&user], &[&system, &other]),
+            first_difference("be brief", &[&user], &[&system, &other], 0),
             Some(1)
         );
-        assert_eq!(first_difference("be brief", &[&user], &[&system]), Some(1));
-        assert_eq!(first_difference("", &[&user], &[&user, &other]), Some(1));
-        assert_eq!(first_difference("be brief", &[], &[]), Some(0));
+        assert_eq!(
+            first_difference("be brief", &[&user], &[&system], 0),
+            Some(1)
+        );
+        assert_eq!(first_difference("", &[&user], &[&user, &other], 0), Some(1));
+        assert_eq!(first_difference("be brief", &[], &[], 0), Some(0));
     }
 }

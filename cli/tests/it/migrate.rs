@@ -169,3 +169,113 @@ fn no_verify_skips_the_proof() {
     ]);
     assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
 }
+
+/// A synthetic V2 log: `turns` turns of step/start, a user message, a request header whose
+/// system prompt changes every 7 turns, an assistant message with a short stream, step/end.
+fn synthetic_v2(turns: u64) -> String {
+    let mut out = String::from(
+        r#"{"type":"session","version":2,"id":"v2-synth","createdAt":1,"isSeeded":false,"delegationDepth":0}"#,
+    );
+    out.push('\n');
+    let mut seq = 0;
+    let mut row = |body: String| {
+        out.push_str(&body.replacen("{SEQ}", &seq.to_string(), 1));
+        out.push('\n');
+        seq += 1;
+    };
+    for turn in 1..=turns {
+        let text = format!("question {turn} ").repeat(20);
+        let prompt = format!("system prompt version {}", turn / 7);
+        let reason = if turn == 1 { "initial" } else { "series" };
+        row(format!(
+            r#"{{"type":"turn/start","seq":{{SEQ}},"time":1,"data":{{"turn":{turn}}}}}"#
+        ));
+        row(format!(
+            r#"{{"type":"step/start","seq":{{SEQ}},"time":1,"data":{{"turn":{turn},"step":1}}}}"#
+        ));
+        row(format!(
+            r#"{{"type":"user/message","seq":{{SEQ}},"time":1,"data":{{"id":"u{turn}","role":"user","content":[{{"type":"text","text":"{text}"}}],"source":{{"kind":"user"}}}},"surfaceOp":"append"}}"#
+        ));
+        row(format!(
+            r#"{{"type":"request/header","seq":{{SEQ}},"time":1,"data":{{"header":{{"config":{{"provider":"p","model":"m"}},"system":"{prompt}"}},"reason":"{reason}"}}}}"#
+        ));
+        row(format!(
+            r#"{{"type":"assistant/message","seq":{{SEQ}},"time":1,"data":{{"turn":{turn},"step":1,"message":{{"id":"a{turn}","role":"assistant","content":[{{"type":"text","text":"answer {turn}"}}],"source":{{"kind":"model","provider":"p","model":"m"}}}},"stream":[{{"type":"text-chunks","time0":1,"index":0,"dt":[0],"texts":["answer ","{turn}"]}}]}},"surfaceOp":"append"}}"#
+        ));
+        row(format!(
+            r#"{{"type":"step/end","seq":{{SEQ}},"time":1,"data":{{"turn":{turn},"step":1}}}}"#
+        ));
+        row(format!(
+            r#"{{"type":"turn/end","seq":{{SEQ}},"time":1,"data":{{"turn":{turn},"reason":{{"kind":"completed"}}}}}}"#
+        ));
+    }
+    out
+}
+
+// Goal: a crash while `migrate` publishes never leaves a partial successor under the target
+// name and never touches the source. Method: SIGKILL the process at pseudo-random points of
+// a migration that takes a noticeable time; after each kill the source is byte-identical and
+// the successor is either absent or complete (it checks clean and holds every event).
+#[test]
+fn killed_migrate_publishes_all_or_nothing() {
+    use std::process::{Command, Stdio};
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("session.v2.jsonl");
+    let text = synthetic_v2(3000);
+    std::fs::write(&source, &text).unwrap();
+    let successor = tmp.path().join("session.v3.jsonl");
+    let mut saw_absent = false;
+    for iteration in 0..12u64 {
+        let _ = std::fs::remove_file(&successor);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+            .args(["--quiet", "migrate", source.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // The last run is not killed, so that a complete successor is checked at least once.
+        if iteration < 11 {
+            let delay_ms = (iteration * 7919) % 1500;
+            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            let _ = child.kill();
+        }
+        child.wait().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&source).unwrap(),
+            text,
+            "the source is untouched"
+        );
+        if !successor.exists() {
+            saw_absent = true;
+            continue;
+        }
+        let check = sessionlog(&["--json", "check", successor.to_str().unwrap()]);
+        assert_eq!(
+            check.status.code(),
+            Some(0),
+            "iteration {iteration}: {}",
+            stderr(&check)
+        );
+        let doc: Value = serde_json::from_str(&stdout(&check)).unwrap();
+        // 7 events per turn, plus the empty head and one head replace every 7 turns.
+        assert!(
+            doc["files"][0]["events"].as_u64().unwrap() > 21_000,
+            "complete successor"
+        );
+    }
+    assert!(saw_absent, "some kill landed before the publication");
+    assert!(successor.exists(), "the unkilled run published");
+}
+
+// Goal: the synthetic V2 log used above is itself a valid V2 log that migrates with every
+// request proved (so the kill test exercises a real conversion).
+#[test]
+fn synthetic_v2_migrates_with_every_request_proved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("session.v2.jsonl");
+    std::fs::write(&source, synthetic_v2(50)).unwrap();
+    let run = sessionlog(&["--json", "migrate", source.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let doc: Value = serde_json::from_str(&stdout(&run)).unwrap();
+    assert_eq!(doc["files"][0]["requestsProved"], Value::from(50));
+}

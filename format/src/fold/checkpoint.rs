@@ -6,7 +6,7 @@
 //! Its version ([`FOLD_CHECKPOINT_VERSION`]) is that of this cache record, independent of the
 //! session format version (spec 16.2).
 
-use std::collections::HashMap;
+use crate::seq_map::SeqMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -162,7 +162,7 @@ impl SessionFold {
     ) -> Result<SessionFold, ResumeError> {
         check_identity(&checkpoint, options.ctx)?;
         let inconsistent = |reason: String| ResumeError::Inconsistent { reason };
-        let mut live = HashMap::with_capacity(checkpoint.nodes.len());
+        let mut live = SeqMap::with_capacity_and_hasher(checkpoint.nodes.len(), Default::default());
         let mut nodes = Vec::with_capacity(checkpoint.nodes.len());
         for stored in checkpoint.nodes {
             let seq = stored.seq;
@@ -189,7 +189,8 @@ impl SessionFold {
                 "content generation is behind replace generation".to_owned(),
             ));
         }
-        let mut projected = HashMap::with_capacity(checkpoint.projected.len());
+        let mut projected =
+            SeqMap::with_capacity_and_hasher(checkpoint.projected.len(), Default::default());
         for ProjectedMessage { seq, message } in checkpoint.projected {
             if !live.contains_key(&seq) || projected.insert(seq, message).is_some() {
                 return Err(inconsistent(format!(

@@ -21,7 +21,7 @@ mod projection;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use crate::seq_map::SeqMap;
 use std::mem;
 use std::sync::Arc;
 
@@ -49,9 +49,9 @@ pub struct SessionFold {
     admission: Admission,
     projections: Projections,
     /// The event of every live surface node, and of no other.
-    live: HashMap<u64, Arc<Event>>,
+    live: SeqMap<Arc<Event>>,
     /// The messages projections changed, by live node seq.
-    projected: HashMap<u64, Message>,
+    projected: SeqMap<Message>,
     /// K's `contentGeneration`: bumped by every replace and every projection.
     content_generation: u64,
     /// The canonical form of the last `request/header`'s `data.header`.
@@ -108,8 +108,8 @@ impl SessionFold {
         SessionFold {
             admission: Admission::new(ctx),
             projections,
-            live: HashMap::new(),
-            projected: HashMap::new(),
+            live: SeqMap::default(),
+            projected: SeqMap::default(),
             content_generation: 0,
             header: None,
             context: None,
@@ -190,8 +190,10 @@ impl SessionFold {
 
     /// The derived message of the live node `seq`, projections applied.
     pub fn message(&self, seq: u64) -> Option<&Message> {
-        if let Some(message) = self.projected.get(&seq) {
-            return Some(message);
+        if !self.projected.is_empty() {
+            if let Some(message) = self.projected.get(&seq) {
+                return Some(message);
+            }
         }
         derive_event_message(self.live.get(&seq)?)
     }

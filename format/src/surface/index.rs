@@ -1,6 +1,6 @@
 //! The slot index of the surface: a Fenwick tree of live slots and the slot of every live seq.
 
-use std::collections::HashMap;
+use crate::seq_map::SeqMap;
 
 use super::{Node, SURFACE_SLOTS_MAX};
 
@@ -23,7 +23,7 @@ pub(super) struct SlotIndex {
     pub(super) live: Fenwick,
     /// The slot of every live seq. A map rather than a vector indexed by seq, so that memory
     /// follows the live surface rather than the length of the log.
-    pub(super) slot_of: HashMap<u64, u32>,
+    pub(super) slot_of: SeqMap<u32>,
     /// Slots whose node was shadowed; reclaimed by [`SlotIndex::renumber`].
     pub(super) n_dead: usize,
     /// Bumped by every renumbering, so that an undo knows whether its slots still exist.
