@@ -149,7 +149,7 @@ fn convert(
         recovery: Recovery::Strict,
         snapshot: options.snapshot,
     };
-    let mut reader = open_log(source, read_options)?;
+    let reader = open_log(source, read_options)?;
     let version = reader.version();
     result.from = Some(version.number());
     let compressed = reader.compressed();
@@ -171,15 +171,7 @@ fn convert(
             ),
         });
     }
-    let header = reader.header().clone();
-    let mut events: Vec<Event> = Vec::new();
-    while let Some(next) = reader.next_event() {
-        events.push(next.map_err(|source_error| Error::Read {
-            path: source.to_owned(),
-            source: source_error,
-        })?);
-    }
-    let snapshot = reader.snapshot();
+    let (header, events, snapshot) = drain(reader, source)?;
     let stage_options = StageOptions { snapshot };
     let migrated = if options.skip_proof {
         migrate_v2_to_v3_unproved(header, events, stage_options)
@@ -284,7 +276,7 @@ pub fn read_as_v3(
     path: &Path,
     snapshot: SnapshotMode,
 ) -> Result<(SessionHeader, Vec<Event>, bool), Error> {
-    let mut reader = open_log(
+    let reader = open_log(
         path,
         ReadOptions {
             recovery: Recovery::Strict,
@@ -292,15 +284,7 @@ pub fn read_as_v3(
         },
     )?;
     let version = reader.version();
-    let header = reader.header().clone();
-    let mut events = Vec::new();
-    while let Some(next) = reader.next_event() {
-        events.push(next.map_err(|source| Error::Read {
-            path: path.to_owned(),
-            source,
-        })?);
-    }
-    let snapshot = reader.snapshot();
+    let (header, events, snapshot) = drain(reader, path)?;
     match version {
         FormatVersion::V3 => Ok((header, events, snapshot)),
         FormatVersion::V2 => {
@@ -327,7 +311,7 @@ pub(crate) fn migration_refusal(
     path: &Path,
     snapshot: SnapshotMode,
 ) -> Result<(), crate::check::CheckError> {
-    let mut reader = open_log(
+    let reader = open_log(
         path,
         ReadOptions {
             recovery: Recovery::Strict,
@@ -335,14 +319,9 @@ pub(crate) fn migration_refusal(
         },
     )
     .map_err(|e| migration_error(None, e.to_string()))?;
-    let header = reader.header().clone();
-    let mut events = Vec::new();
-    while let Some(next) = reader.next_event() {
-        events.push(next.map_err(|e| migration_error(None, e.to_string()))?);
-    }
-    let options = StageOptions {
-        snapshot: reader.snapshot(),
-    };
+    let (header, events, snapshot) =
+        drain(reader, path).map_err(|e| migration_error(None, e.to_string()))?;
+    let options = StageOptions { snapshot };
     match migrate_v2_to_v3_with(header, events, options) {
         Ok(_) => Ok(()),
         Err(refusal) => Err(migration_error(refusal.v2_line(), refusal.to_string())),
@@ -356,4 +335,20 @@ fn migration_error(line: Option<u64>, message: String) -> crate::check::CheckErr
         rule: "migration".to_owned(),
         message,
     }
+}
+
+/// Reads every event of an open log; returns the header, the events and whether the log is a
+/// normalized recording.
+fn drain(
+    mut reader: sessionlog_format::LogReader<crate::files::LogInput>,
+    path: &Path,
+) -> Result<(SessionHeader, Vec<Event>, bool), Error> {
+    let mut events = Vec::new();
+    while let Some(next) = reader.next_event() {
+        events.push(next.map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?);
+    }
+    Ok((reader.header().clone(), events, reader.snapshot()))
 }
