@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::rules::RuleContext;
-use sessionlog_format::{FormatVersion, Message, SnapshotMode};
+use sessionlog_format::{Event, FormatVersion, Message, ReadOptions, Recovery, SnapshotMode};
 
 use crate::error::Error;
+use crate::files::open_log;
 use crate::migrate::read_as_v3;
 use crate::store::{Store, StoreError};
 
@@ -72,14 +73,58 @@ fn fold_file(
     snapshot: SnapshotMode,
     at_seq: Option<u64>,
 ) -> Result<FoldedSession, Error> {
-    // Older versions are migrated in memory; nothing is written.
-    let (header, events, snapshot) = read_as_v3(path, snapshot)?;
+    let mut reader = open_log(
+        path,
+        ReadOptions {
+            recovery: Recovery::Strict,
+            snapshot,
+        },
+    )?;
+    if reader.version() != FormatVersion::V3 {
+        // Older versions are migrated in memory; nothing is written.
+        drop(reader);
+        let (header, events, snapshot) = read_as_v3(path, snapshot)?;
+        return fold_events(
+            path,
+            header.id,
+            snapshot,
+            events.into_iter().map(Ok),
+            at_seq,
+        );
+    }
+    // A V3 file streams: memory stays one row plus the live surface.
+    let session = reader.header().id.clone();
+    let read_error = |source| Error::Read {
+        path: path.to_owned(),
+        source,
+    };
+    // The first row settles whether the file is a normalized recording.
+    let first = reader.next_event().transpose().map_err(read_error)?;
+    let snapshot = reader.snapshot();
+    let rest = std::iter::from_fn(|| reader.next_event()).map(|next| next.map_err(read_error));
+    fold_events(
+        path,
+        session,
+        snapshot,
+        first.map(Ok).into_iter().chain(rest),
+        at_seq,
+    )
+}
+
+fn fold_events(
+    path: &Path,
+    session: String,
+    snapshot: bool,
+    events: impl Iterator<Item = Result<Event, Error>>,
+    at_seq: Option<u64>,
+) -> Result<FoldedSession, Error> {
     let ctx = RuleContext {
         version: FormatVersion::V3,
         snapshot,
     };
     let mut fold = SessionFold::new(ctx);
     for event in events {
+        let event = event?;
         if at_seq.is_some_and(|at| event.seq > at) {
             break;
         }
@@ -90,7 +135,6 @@ fn fold_file(
     let next_seq = fold.admission().next_seq();
     if let Some(at) = at_seq {
         if next_seq <= at {
-            let session = header.id;
             return Err(Error::Store(StoreError::SeqOutOfRange {
                 session,
                 seq: at,
@@ -99,7 +143,7 @@ fn fold_file(
         }
     }
     Ok(FoldedSession {
-        session: header.id,
+        session,
         at_seq: next_seq.checked_sub(1),
         fold,
     })
