@@ -6,6 +6,7 @@
 //! unchanged (see [`crate::proof`]).
 
 mod audit;
+mod members;
 mod rewrite;
 
 use std::collections::HashSet;

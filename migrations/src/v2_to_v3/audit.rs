@@ -5,6 +5,7 @@ use sessionlog_format::message::{AttachmentBlock, Source};
 use sessionlog_format::payload::ToolResultData;
 use sessionlog_format::{ContentBlock, Event, EventData, EventType, Message};
 
+use super::members;
 use crate::error::Reason;
 
 /// The message source kinds audited by the edge (spec 6.1).
@@ -132,6 +133,7 @@ fn audit_payload(event: &Event) -> Result<(), Reason> {
         kind: event.kind.as_str().to_owned(),
         detail: detail.to_owned(),
     };
+    members::check(&event.kind, &event.data).map_err(|detail| payload(&detail))?;
     match &event.data {
         EventData::AssistantMessage(data) => {
             if data.turn == 0 || data.step == 0 {
@@ -156,6 +158,7 @@ fn audit_payload(event: &Event) -> Result<(), Reason> {
         EventData::Other(data) if event.kind == EventType::AgentInboxSpliced => {
             let inserted = data.get("inserted").and_then(Value::as_array);
             for message in inserted.into_iter().flatten() {
+                members::check_opaque_message(message).map_err(|detail| payload(&detail))?;
                 audit_opaque_message(message)?;
             }
             Ok(())

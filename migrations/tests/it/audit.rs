@@ -161,3 +161,75 @@ fn payload_audit() {
         }
     );
 }
+
+// Goal: spec 10.6 item 4: payload members are exactly the disposition's required and
+// optional ones, for plugin payloads (JSON), core payloads (typed) and surface messages.
+// Method: one event per way of breaking the member list, each after a valid prefix.
+#[test]
+fn payload_members_audit() {
+    use sessionlog_format::EventData;
+    fn from<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Box<T> {
+        Box::new(serde_json::from_value(value).expect("a typed payload"))
+    }
+    let typed = |data: fn(serde_json::Value) -> EventData, value| Event::new(0, 0, data(value));
+    let plugin = |kind: EventType, data: serde_json::Value| Event::other(0, 0, kind, data);
+    let cases = [
+        (
+            plugin(EventType::TodoWrite, json!({"todos": [], "owner": "x"})),
+            "format v2 todo/write payload has unexpected member owner",
+        ),
+        (
+            plugin(
+                EventType::SessionTitle,
+                json!({"title": "t", "source": "llm"}),
+            ),
+            "format v2 session/title payload requires member messageSeqs",
+        ),
+        (
+            plugin(
+                EventType::FeedbackRecord,
+                json!({"text": "t", "category": "bug", "x": 1}),
+            ),
+            "format v2 feedback/record payload has unexpected member x",
+        ),
+        (
+            typed(
+                |v| EventData::RequestContext(from(v)),
+                json!({"provider": "p", "model": "m", "systemPromptUpdate": "in-history"}),
+            ),
+            "format v2 request/context payload has unexpected member systemPromptUpdate",
+        ),
+        (
+            typed(
+                |v| EventData::StepEnd(from(v)),
+                json!({"turn": 1, "step": 1, "ok": true}),
+            ),
+            "format v2 step/end payload has unexpected member ok",
+        ),
+        (
+            user_event(json!({"id": "u", "role": "user", "content": [],
+                "source": {"kind": "user"}, "pinned": true})),
+            "format v2 user/message payload message has unexpected member pinned",
+        ),
+        (
+            user_event(json!({"role": "user", "content": [], "source": {"kind": "user"}})),
+            "format v2 user/message payload message requires member id",
+        ),
+    ];
+    for (event, expected) in cases {
+        assert_eq!(refuse(with_tail(vec![event])).1, expected);
+    }
+    let category = plugin(
+        EventType::FeedbackRecord,
+        json!({"text": "t", "category": "bug"}),
+    );
+    let header: SessionHeader = serde_json::from_str(HEADER).expect("header");
+    let mut stage = V2ToV3::new(StageOptions { snapshot: true });
+    stage.header(header).expect("a released v2 header");
+    let mut out = Vec::new();
+    for event in with_tail(vec![category]) {
+        let seq = event.seq;
+        let pushed = stage.push(event, &mut out);
+        assert!(pushed.is_ok(), "seq {seq} refused: {pushed:?}");
+    }
+}
