@@ -27,6 +27,26 @@ impl Refusal {
         }
     }
 
+    /// A refusal of the V0 -> V1 edge; `seq` is a V0 seq.
+    pub fn v0_to_v1(seq: Option<u64>, reason: impl Into<Reason>) -> Refusal {
+        Refusal {
+            from: FormatVersion::V0,
+            to: FormatVersion::V1,
+            seq,
+            reason: reason.into(),
+        }
+    }
+
+    /// A refusal of the V1 -> V2 edge; `seq` is a V1 seq.
+    pub fn v1_to_v2(seq: Option<u64>, reason: impl Into<Reason>) -> Refusal {
+        Refusal {
+            from: FormatVersion::V1,
+            to: FormatVersion::V2,
+            seq,
+            reason: reason.into(),
+        }
+    }
+
     /// The physical line of the offending event in a V2 (or V3) file: the header is line 1
     /// and seqs are dense from 0.
     pub fn v2_line(&self) -> Option<u64> {
@@ -89,6 +109,12 @@ pub enum Reason {
     RequestChanged { source_seq: u64, message_idx: usize },
     #[error("the stage received an event after finish")]
     Finished,
+    /// A refusal of the V0 -> V1 edge (its own texts live with the edge).
+    #[error(transparent)]
+    V0ToV1(#[from] crate::v0_to_v1::V0Reason),
+    /// A refusal of the V1 -> V2 edge.
+    #[error(transparent)]
+    V1ToV2(#[from] crate::v1_to_v2::V1Reason),
 }
 
 /// Why a catalog could not be built or could not plan a chain (spec 9, chain integrity).

@@ -20,6 +20,8 @@
 pub mod catalog;
 pub mod error;
 pub mod proof;
+pub mod v0_to_v1;
+pub mod v1_to_v2;
 pub mod v2_to_v3;
 
 pub use catalog::{Catalog, Chain, EdgeSpec, Finish, Stage, StageOptions};

@@ -5,5 +5,7 @@ mod catalog;
 mod corpus;
 mod rewrite;
 mod support;
+mod v0_to_v1;
+mod v1_to_v2;
 mod vectors;
 mod worked;

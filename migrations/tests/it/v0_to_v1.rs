@@ -1,0 +1,1 @@
+//! The V0 -> V1 edge (issue #5).

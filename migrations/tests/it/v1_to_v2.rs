@@ -1,0 +1,1 @@
+//! The V1 -> V2 edge (issue #5).
