@@ -136,12 +136,60 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Creates an empty redb file at `path` atomically: built and synced under a temporary name,
+/// then linked into place without overwriting, and the directory synced. A crash while redb
+/// writes a new file's header would otherwise leave a file that is not a redb database and a
+/// store that can never be opened again. Losing a race to another creator is fine: its file is
+/// kept and ours dropped.
+fn create_file(path: &Path) -> Result<(), StoreError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.creating-{}", std::process::id()));
+    let created = (|| {
+        // A file left by an earlier crash of this same pid is stale.
+        match std::fs::remove_file(&temp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::storage(e)),
+        }
+        let db = Database::create(&temp).map_err(StoreError::storage)?;
+        let mut txn = db.begin_write().map_err(StoreError::storage)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(StoreError::storage)?;
+        txn.commit().map_err(StoreError::storage)?;
+        drop(db);
+        std::fs::File::open(&temp)
+            .and_then(|file| file.sync_all())
+            .map_err(StoreError::storage)?;
+        match std::fs::hard_link(&temp, path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(StoreError::storage(e)),
+        }
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(parent)
+            .and_then(|dir| dir.sync_all())
+            .map_err(StoreError::storage)
+    })();
+    let removed = std::fs::remove_file(&temp);
+    created?;
+    removed.map_err(StoreError::storage)
+}
+
 impl Store {
     /// Opens the store at `path`, creating it (and the meta record, and missing parent
     /// directories) when it does not exist.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(StoreError::storage)?;
+        }
+        if !path.exists() {
+            create_file(path)?;
         }
         let db = Database::create(path).map_err(StoreError::storage)?;
         Store::open_db(path, db)
