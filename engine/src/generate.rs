@@ -1,11 +1,11 @@
-//! `gen`: write a synthetic V3 session to a file (see `sessionlog_format::gen`).
+//! `gen`: write a synthetic V3 (or V2) session to a file (see `sessionlog_format::gen`).
 
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
 use sessionlog_format::gen::{GenOptions, Generator};
-use sessionlog_format::{Compression, LogWriter};
+use sessionlog_format::{Compression, FormatVersion, LogWriter};
 
 use crate::error::Error;
 
@@ -17,21 +17,22 @@ pub struct Generated {
     pub size_bytes: u64,
 }
 
-/// Writes a deterministic, valid V3 session of `options.events` events to `path`, calling
-/// `progress` with the number of events written after each batch. The file is created new; an
-/// existing file is refused rather than overwritten.
+/// Writes a deterministic, valid session of `version` (V3 or V2) and `options.events` events
+/// to `path`, calling `progress` with the number of events written after each batch. The file
+/// is created new; an existing file is refused rather than overwritten.
 pub fn generate_file(
     path: &Path,
     options: GenOptions,
+    version: FormatVersion,
     compression: Compression,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Generated, Error> {
+    let mut generator = Generator::for_version(options, version).map_err(Error::Refused)?;
     let file = File::options()
         .write(true)
         .create_new(true)
         .open(path)
         .map_err(|e| Error::io(path, e))?;
-    let mut generator = Generator::new(options);
     let out = BufWriter::with_capacity(1 << 20, file);
     let mut writer =
         LogWriter::new(out, &generator.header(), compression).map_err(|e| Error::io(path, e))?;

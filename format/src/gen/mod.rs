@@ -35,6 +35,7 @@ use crate::event::{Event, EventData, EventType};
 use crate::header::SessionHeader;
 use crate::json::Extra;
 use crate::payload::{TurnEnd, TurnStart};
+use crate::version::FormatVersion;
 
 use self::plan::{Gaps, StepPlan};
 use self::rng::Rng;
@@ -64,10 +65,20 @@ pub struct GenOptions {
     pub seed: u64,
 }
 
-/// Writes one synthetic V3 session, batch by batch.
+/// The seq of the V2 generator's stand-in for the system head: a V2 log has no system node,
+/// but its prompt is part of every request, so the surface model keeps a node for it that no
+/// event ever names.
+const V2_PROMPT_NODE_SEQ: u64 = u64::MAX;
+
+/// Writes one synthetic V3 (or V2) session, batch by batch.
 #[derive(Debug, Clone)]
 pub struct Generator {
     options: GenOptions,
+    /// V3, or V2: no `system/message` events, the prompt travels in `header.system`, no
+    /// in-history route.
+    version: FormatVersion,
+    /// V2 only: the system prompt in force, written into every `request/header`.
+    prompt: Option<String>,
     rng: Rng,
     /// Events handed out so far.
     emitted: u64,
@@ -111,10 +122,22 @@ pub struct Generator {
 }
 
 impl Generator {
-    /// A generator at the start of its session.
+    /// A generator of a V3 session.
     pub fn new(options: GenOptions) -> Generator {
-        Generator {
+        Generator::for_version(options, FormatVersion::V3)
+            .expect("the current version is generated")
+    }
+
+    /// A generator of a session of `version`: V3, or V2 (the last version before the system
+    /// prompt became a surface node), for migration benchmarks and tests.
+    pub fn for_version(options: GenOptions, version: FormatVersion) -> Result<Generator, String> {
+        if !matches!(version, FormatVersion::V2 | FormatVersion::V3) {
+            return Err(format!("cannot generate {version} logs, only v2 and v3"));
+        }
+        Ok(Generator {
             options,
+            version,
+            prompt: None,
             rng: Rng::new(options.seed),
             emitted: 0,
             seq: 0,
@@ -140,15 +163,22 @@ impl Generator {
             gaps: Gaps::default(),
             tools: [tool_schemas(false), tool_schemas(true)],
             truncating: false,
-        }
+        })
     }
 
-    /// The V3 header: an id derived from the seed, a fixed `createdAt`, cwd `/work/gen`.
+    /// The header: an id derived from the seed, a fixed `createdAt`, cwd `/work/gen`.
     pub fn header(&self) -> SessionHeader {
         let id = Rng::new(self.options.seed ^ SESSION_ID_SALT).next_u64();
         let mut header = SessionHeader::new_v3(format!("gen-{id:016x}"), CREATED_AT_MS);
         header.cwd = Some(CWD.to_owned());
+        header.version = Some(self.version.number());
         header
+    }
+
+    /// Whether the prompt is written as `system/message` events (V3) rather than carried in
+    /// request headers (V2).
+    fn prompt_on_surface(&self) -> bool {
+        self.version == FormatVersion::V3
     }
 
     /// The next append batch, or `None` once `events` events have been produced. A batch is
@@ -186,6 +216,7 @@ impl Generator {
         let first_step = StepPlan {
             head: self.head.is_none(),
             prompt: true,
+            prompt_in_header: !self.prompt_on_surface(),
             ..StepPlan::default()
         };
         let turn_cost = 1 + self.resolve(first_step).size() + 1;

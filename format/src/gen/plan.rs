@@ -42,18 +42,22 @@ pub(super) struct StepPlan {
     pub(super) context: bool,
     pub(super) retry: bool,
     pub(super) tool_calls: u64,
+    /// V2: the head and its rewrites change the prompt of the next request header and write
+    /// no event of their own.
+    pub(super) prompt_in_header: bool,
 }
 
 impl StepPlan {
     /// The number of events the step holds.
     pub(super) fn size(&self) -> u64 {
+        let system_events = !self.prompt_in_header;
         let flags = [
-            self.head,
+            self.head && system_events,
             self.title,
             self.prompt,
             self.runtime,
             self.steer,
-            self.head_rewrite,
+            self.head_rewrite && system_events,
             self.history_append,
             self.header.is_some(),
             self.context,
@@ -70,6 +74,7 @@ impl StepPlan {
         StepPlan {
             head: self.head,
             prompt: self.prompt,
+            prompt_in_header: self.prompt_in_header,
             ..StepPlan::default()
         }
     }
@@ -85,6 +90,7 @@ impl Generator {
             title: session_first,
             prompt: turn_first,
             runtime: session_first || (turn_first && self.runtime_due),
+            prompt_in_header: !self.prompt_on_surface(),
             ..StepPlan::default()
         };
         if !session_first {
@@ -118,7 +124,9 @@ impl Generator {
                 .collect();
         }
         let route_gap_max = if self.in_history { 30 } else { 70 };
-        plan.route_change = !plan.history_append
+        // A V2 route has no system-prompt update mode to change.
+        plan.route_change = self.prompt_on_surface()
+            && !plan.history_append
             && !plan.head_rewrite
             && self.gaps.route >= 10
             && (self.gaps.route >= route_gap_max || self.rng.permille(8));

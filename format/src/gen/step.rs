@@ -1,6 +1,6 @@
 //! The events of one step: system, user, request, retry, assistant and tool events.
 
-use serde_json::{json, Number};
+use serde_json::{json, Number, Value};
 
 use crate::event::{Event, EventData, EventType, SurfaceOp};
 use crate::json::Extra;
@@ -10,13 +10,17 @@ use crate::payload::{
     RequestHeaderData, SystemMessageData, ToolCallData, ToolResultData,
 };
 use crate::stream::{StreamChunk, TokenUsage, UsageChunk};
+use crate::surface::NodeKind;
 
 use super::builders::source;
 use super::plan::StepPlan;
 use super::stream::{finish_chunk, raw};
+use super::surface_model::{tokens_of, Live};
 use super::text::{base62, prose};
 use super::tools::{tool_use, ToolUse};
-use super::{Generator, CWD, MODEL, PRESETS, PROVIDER, REQUEST_OVERHEAD_TOKENS};
+use super::{
+    Generator, CWD, MODEL, PRESETS, PROVIDER, REQUEST_OVERHEAD_TOKENS, V2_PROMPT_NODE_SEQ,
+};
 
 const CONTEXT_WINDOW_TOKENS: u64 = 1_000_000;
 const PROMPT_PLUGIN: &str = "@deepseek-ai/dsh-system-prompt";
@@ -55,6 +59,10 @@ impl Generator {
 
     /// The system head, cleared in-history nodes, a head rewrite, an in-history append.
     fn push_system(&mut self, batch: &mut Vec<Event>, plan: &StepPlan) {
+        if plan.prompt_in_header {
+            self.change_v2_prompt(plan);
+            return;
+        }
         if plan.head {
             let content = vec![ContentBlock::text(self.system_prompt())];
             let data = self.system_data(content);
@@ -95,6 +103,32 @@ impl Generator {
             );
             let data = self.system_data(vec![ContentBlock::text(text)]);
             self.push_surface(batch, data, SurfaceOp::Append, None);
+        }
+    }
+
+    /// V2: the head and its rewrites only change the prompt the next request header carries;
+    /// the surface model's stand-in node keeps the prompt's tokens in every request.
+    fn change_v2_prompt(&mut self, plan: &StepPlan) {
+        if !plan.head && !plan.head_rewrite {
+            return;
+        }
+        let prompt = self.system_prompt();
+        let tokens = tokens_of(&[ContentBlock::text(prompt.clone())]);
+        self.prompt = Some(prompt);
+        if plan.head {
+            self.head = Some(V2_PROMPT_NODE_SEQ);
+            self.surface.push(Live {
+                seq: V2_PROMPT_NODE_SEQ,
+                kind: NodeKind::System,
+                tokens,
+                blank: false,
+                tool: None,
+            });
+        } else {
+            self.surface[0].tokens = tokens;
+            // A new prompt is a new prefix: the provider cache keeps nothing.
+            self.cached_tokens = self.cached_tokens.min(REQUEST_OVERHEAD_TOKENS);
+            self.need_series = true;
         }
     }
 
@@ -158,7 +192,7 @@ impl Generator {
                 config,
                 adapter_defaults: None,
                 tools: Some(self.tools[usize::from(self.extra_tool)].clone()),
-                system: None,
+                system: self.prompt.clone().map(Value::String),
                 extra: Extra::new(),
             };
             let starts_series = plan.starts_series.then_some(true);
