@@ -10,7 +10,7 @@ use serde_json::json;
 
 use sessionlog_engine::check::{check_file, CheckOptions, FileReport};
 use sessionlog_format::gen::GenOptions;
-use sessionlog_format::{Compression, ReadOptions, Recovery, SnapshotMode};
+use sessionlog_format::{Compression, FormatVersion, ReadOptions, Recovery, SnapshotMode};
 
 use crate::migrate_command;
 use crate::output::{print_json, progress, EXIT_FAULT, EXIT_OK};
@@ -109,6 +109,10 @@ struct GenArgs {
     /// Write .jsonl.zstd, one frame per batch.
     #[arg(long)]
     zstd: bool,
+    /// The format version to write: 3, or 2 (the prompt in request headers), for migration
+    /// benchmarks.
+    #[arg(long = "version", default_value_t = 3, value_parser = clap::value_parser!(u64).range(2..=3))]
+    format_version: u64,
     /// The file to create; an existing file is never overwritten.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
@@ -178,6 +182,12 @@ fn check(global: Global, args: CheckArgs) -> anyhow::Result<ExitCode> {
                 error.line, error.message, error.rule
             );
         }
+        if let Some(refusal) = &report.migration {
+            eprintln!(
+                "{file}:{}: note: no v3 successor: {}",
+                refusal.line, refusal.message
+            );
+        }
     }
     if global.json {
         print_json(&json!({ "files": reports.iter().map(report_json).collect::<Vec<_>>() }))?;
@@ -211,6 +221,13 @@ fn report_json(report: &FileReport) -> serde_json::Value {
         "compressed": report.compressed,
         "snapshot": report.snapshot,
         "errors": errors,
+        // Older versions only: whether the in-memory migration to V3 succeeded.
+        "migration": (report.version.is_some_and(|v| v < 3) && report.ok).then(|| {
+            match &report.migration {
+                None => json!({ "to": 3, "ok": true }),
+                Some(r) => json!({ "to": 3, "ok": false, "line": r.line, "message": r.message }),
+            }
+        }),
     })
 }
 
@@ -239,11 +256,16 @@ fn gen(global: Global, args: GenArgs) -> anyhow::Result<ExitCode> {
         Compression::None
     };
     let bar = progress(args.events, global.quiet || global.json, "generating");
-    let written =
-        sessionlog_engine::generate::generate_file(&args.output, options, compression, &mut |n| {
-            bar.set_position(n)
-        })
-        .with_context(|| format!("cannot generate {}", args.output.display()))?;
+    let version =
+        FormatVersion::from_number(args.format_version).context("a version clap checked")?;
+    let written = sessionlog_engine::generate::generate_file(
+        &args.output,
+        options,
+        version,
+        compression,
+        &mut |n| bar.set_position(n),
+    )
+    .with_context(|| format!("cannot generate {}", args.output.display()))?;
     bar.finish_and_clear();
     let file = args.output.display().to_string();
     if global.json {
@@ -253,6 +275,7 @@ fn gen(global: Global, args: GenArgs) -> anyhow::Result<ExitCode> {
             "batches": written.batches,
             "bytes": written.size_bytes,
             "seed": args.seed,
+            "version": args.format_version,
         }))?;
     } else if !global.quiet {
         println!(

@@ -38,6 +38,10 @@ pub struct FileReport {
     /// The file was read as a normalized recording (spec 18).
     pub snapshot: bool,
     pub errors: Vec<CheckError>,
+    /// For an intact log older than V3: why its in-memory migration to V3 was refused, if it
+    /// was. Not an error of the file: a valid older log may have no order-preserving V3
+    /// successor (spec 10.6), and dsh's manifest accepts such logs.
+    pub migration: Option<CheckError>,
 }
 
 /// Checks one file strictly: any fault the recoverable decoder would record is an error.
@@ -50,6 +54,7 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
         compressed: false,
         snapshot: false,
         errors: Vec::new(),
+        migration: None,
     };
     let read_options = ReadOptions {
         recovery: Recovery::Strict,
@@ -74,12 +79,11 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
         }
     }
     report.snapshot = reader.snapshot();
-    // A valid V2 log must also have a V3 successor: run the migration in memory (spec 10.6).
-    if report.errors.is_empty() && reader.version() == FormatVersion::V2 {
+    // An intact older log is also run through the migration chain in memory (spec 9, 10.6),
+    // so that `check` tells whether it has a V3 successor.
+    if report.errors.is_empty() && reader.version() < FormatVersion::V3 {
         drop(reader);
-        if let Err(refusal) = crate::migrate::migration_refusal(path, options.snapshot) {
-            report.errors.push(refusal);
-        }
+        report.migration = crate::migrate::migration_refusal(path, options.snapshot).err();
     }
     report.ok = report.errors.is_empty();
     report

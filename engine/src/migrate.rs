@@ -6,19 +6,19 @@
 //! proof publishes nothing.
 
 use std::fs::{self, File};
-use std::io::BufWriter;
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use sessionlog_format::{
-    Compression, Event, FormatVersion, LogWriter, ReadOptions, Recovery, SessionHeader,
+    Compression, Event, FormatVersion, LogReader, LogWriter, ReadOptions, Recovery, SessionHeader,
     SnapshotMode, WriterOptions,
 };
 use sessionlog_migrations::{
-    migrate_v2_to_v3_unproved, migrate_v2_to_v3_with, Migrated, StageOptions,
+    Catalog, Migrator, MigratorError, MigratorOptions, Refusal, StageOptions, Summary,
 };
 
 use crate::error::Error;
-use crate::files::open_log;
+use crate::files::{open_log, LogInput};
 use crate::transfer::sync_parent;
 
 /// Events per frame (and write) of a published successor.
@@ -162,48 +162,163 @@ fn convert(
     if version == FormatVersion::V3 || target.exists() {
         return Ok(Outcome::Current);
     }
-    if version != FormatVersion::V2 {
-        return Ok(Outcome::Refused {
-            line: Some(1),
-            reason: format!(
-                "format {version} has no upgrade path in this build yet (the V0->V1 and V1->V2 \
-                 edges are not released)"
-            ),
-        });
-    }
-    let (header, events, snapshot) = drain(reader, source)?;
-    let stage_options = StageOptions { snapshot };
-    let migrated = if options.skip_proof {
-        migrate_v2_to_v3_unproved(header, events, stage_options)
-    } else {
-        migrate_v2_to_v3_with(header, events, stage_options)
-    };
-    let migrated = match migrated {
-        Ok(migrated) => migrated,
-        Err(refusal) => {
-            return Ok(Outcome::Refused {
-                line: refusal.v2_line(),
-                reason: refusal.to_string(),
-            })
-        }
-    };
-    let requests_proved = (!options.skip_proof).then_some(migrated.requests_proved);
-    if !options.dry_run {
-        let compression = if compressed {
+    let prove = !options.skip_proof;
+    let writer_options = WriterOptions {
+        compression: if compressed {
             Compression::Zstd
         } else {
             Compression::None
+        },
+        snapshot: reader.snapshot(),
+    };
+    let migrated = if options.dry_run {
+        stream(reader, source, prove, |_| Ok(Discard))?.map(|(summary, _)| summary)
+    } else {
+        publish(&target, |temp| {
+            stream(reader, source, prove, |header| {
+                open_successor(temp, header, writer_options)
+            })
+        })?
+    };
+    Ok(match migrated {
+        Ok(summary) => Outcome::Converted {
+            requests_proved: summary.requests_proved,
+        },
+        Err(refused) => Outcome::Refused {
+            line: refused.line,
+            reason: refused.reason,
+        },
+    })
+}
+
+/// A refusal placed in its source file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refused {
+    /// The physical line (header = 1), when the refusal names an event or the header.
+    pub(crate) line: Option<u64>,
+    pub(crate) reason: String,
+}
+
+/// Streams an open log through the migrator into the writer `open` makes once the target
+/// header is known. The outer error is an I/O or read failure; the inner one a refusal.
+pub(crate) fn stream<S: Sink>(
+    mut reader: LogReader<LogInput>,
+    path: &Path,
+    prove: bool,
+    open: impl FnOnce(&SessionHeader) -> Result<S, Error>,
+) -> Result<Result<(Summary, S), Refused>, Error> {
+    let options = MigratorOptions {
+        stage: StageOptions {
+            snapshot: reader.snapshot(),
+        },
+        prove,
+    };
+    let (mut migrator, header) =
+        match Migrator::new(&Catalog::released(), reader.header().clone(), options) {
+            Ok(started) => started,
+            Err(MigratorError::Catalog(error)) => {
+                let reason = error.to_string();
+                return Ok(Err(Refused {
+                    line: Some(1),
+                    reason,
+                }));
+            }
+            Err(MigratorError::Refused(refusal)) => {
+                return Ok(Err(Refused {
+                    line: Some(1),
+                    reason: refusal.to_string(),
+                }))
+            }
         };
-        publish(
-            &target,
-            &migrated,
-            WriterOptions {
-                compression,
-                snapshot,
-            },
-        )?;
+    let mut writer = open(&header)?;
+    let mut out = Vec::with_capacity(WRITE_BATCH_EVENTS);
+    let mut lines = LineMemo::default();
+    let write = |writer: &mut S, out: &mut Vec<Event>| writer.take(out, path);
+    while let Some(next) = reader.next_event() {
+        let event = next.map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        lines.note(event.seq, reader.line());
+        if let Err(refusal) = migrator.push(event, &mut out) {
+            return Ok(Err(lines.place(&refusal, reader.version())));
+        }
+        if out.len() >= WRITE_BATCH_EVENTS {
+            write(&mut writer, &mut out)?;
+        }
     }
-    Ok(Outcome::Converted { requests_proved })
+    let summary = match migrator.finish(&mut out) {
+        Ok(summary) => summary,
+        Err(refusal) => return Ok(Err(lines.place(&refusal, reader.version()))),
+    };
+    write(&mut writer, &mut out)?;
+    Ok(Ok((summary, writer)))
+}
+
+/// Where migrated events go: a log writer, a collection, a store, or nowhere (`--dry-run`).
+pub(crate) trait Sink {
+    /// Takes the events out of `events`, leaving it empty; `path` names the source in errors.
+    fn take(&mut self, events: &mut Vec<Event>, path: &Path) -> Result<(), Error>;
+}
+
+impl<W: Write> Sink for LogWriter<W> {
+    fn take(&mut self, events: &mut Vec<Event>, path: &Path) -> Result<(), Error> {
+        self.append_batch(events).map_err(|source| Error::Write {
+            path: path.to_owned(),
+            source,
+        })?;
+        events.clear();
+        Ok(())
+    }
+}
+
+/// The target header and events, in memory.
+struct Collected {
+    header: SessionHeader,
+    events: Vec<Event>,
+}
+
+impl Sink for Collected {
+    fn take(&mut self, events: &mut Vec<Event>, _path: &Path) -> Result<(), Error> {
+        self.events.append(events);
+        Ok(())
+    }
+}
+
+/// Keeps nothing; the migrator has admitted and proved the events already.
+pub(crate) struct Discard;
+
+impl Sink for Discard {
+    fn take(&mut self, events: &mut Vec<Event>, _path: &Path) -> Result<(), Error> {
+        events.clear();
+        Ok(())
+    }
+}
+
+/// The physical line of the event being migrated, for placing a refusal: the seq a refusal
+/// names is the current event's (whose line the reader reports) or, from a one-event-per-row
+/// log, any earlier one (line = seq + 2).
+#[derive(Debug, Default)]
+struct LineMemo {
+    current: Option<(u64, u64)>,
+}
+
+impl LineMemo {
+    fn note(&mut self, seq: u64, line: u64) {
+        self.current = Some((seq, line));
+    }
+
+    fn place(&self, refusal: &Refusal, version: FormatVersion) -> Refused {
+        let line = match (refusal.seq, self.current) {
+            (Some(seq), Some((current, line))) if seq == current => Some(line),
+            (Some(seq), _) if version >= FormatVersion::V2 => Some(seq + 2),
+            _ => None,
+        };
+        Refused {
+            line,
+            reason: refusal.to_string(),
+        }
+    }
 }
 
 fn target_path(
@@ -222,9 +337,13 @@ fn target_path(
     }
 }
 
-/// Writes the successor to a temporary file, syncs it, links it into place without
-/// overwriting, and syncs the directory.
-fn publish(target: &Path, migrated: &Migrated, options: WriterOptions) -> Result<(), Error> {
+/// Writes the successor to a temporary file (`write` streams into it and ends with the
+/// writer), syncs it, links it into place without overwriting, and syncs the directory. A
+/// refusal publishes nothing: the temporary file is removed either way.
+fn publish(
+    target: &Path,
+    write: impl FnOnce(&Path) -> Result<Result<(Summary, LogWriter<BufWriter<File>>), Refused>, Error>,
+) -> Result<Result<Summary, Refused>, Error> {
     if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
@@ -233,41 +352,42 @@ fn publish(target: &Path, migrated: &Migrated, options: WriterOptions) -> Result
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let temp = target.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let written = write_successor(&temp, &migrated.header, &migrated.events, options);
-    let published = written.and_then(|()| {
-        fs::hard_link(&temp, target).map_err(|e| Error::io(target, e))?;
-        sync_parent(target)
+    let published = write(&temp).and_then(|written| match written {
+        Ok((summary, writer)) => {
+            let out = writer.into_inner().map_err(|e| Error::io(&temp, e))?;
+            let file = out
+                .into_inner()
+                .map_err(|e| Error::io(&temp, e.into_error()))?;
+            file.sync_all().map_err(|e| Error::io(&temp, e))?;
+            fs::hard_link(&temp, target).map_err(|e| Error::io(target, e))?;
+            sync_parent(target)?;
+            Ok(Ok(summary))
+        }
+        Err(refused) => Ok(Err(refused)),
     });
-    let removed = fs::remove_file(&temp).map_err(|e| Error::io(&temp, e));
-    published?;
-    removed
+    let removed = match fs::remove_file(&temp) {
+        Ok(()) => Ok(()),
+        // A refusal before the header was known created no file.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(&temp, e)),
+    };
+    let published = published?;
+    removed?;
+    Ok(published)
 }
 
-fn write_successor(
+fn open_successor(
     temp: &Path,
     header: &SessionHeader,
-    events: &[Event],
     options: WriterOptions,
-) -> Result<(), Error> {
+) -> Result<LogWriter<BufWriter<File>>, Error> {
     let file = File::options()
         .write(true)
         .create_new(true)
         .open(temp)
         .map_err(|e| Error::io(temp, e))?;
-    let mut writer =
-        LogWriter::with_options(BufWriter::with_capacity(1 << 20, file), header, options)
-            .map_err(|e| Error::io(temp, e))?;
-    for batch in events.chunks(WRITE_BATCH_EVENTS) {
-        writer.append_batch(batch).map_err(|source| Error::Write {
-            path: temp.to_owned(),
-            source,
-        })?;
-    }
-    let out = writer.into_inner().map_err(|e| Error::io(temp, e))?;
-    let file = out
-        .into_inner()
-        .map_err(|e| Error::io(temp, e.into_error()))?;
-    file.sync_all().map_err(|e| Error::io(temp, e))
+    LogWriter::with_options(BufWriter::with_capacity(1 << 20, file), header, options)
+        .map_err(|e| Error::io(temp, e))
 }
 
 /// Reads a log of any migratable version and returns it as V3, in memory (nothing written):
@@ -283,30 +403,28 @@ pub fn read_as_v3(
             snapshot,
         },
     )?;
-    let version = reader.version();
-    let (header, events, snapshot) = drain(reader, path)?;
-    match version {
-        FormatVersion::V3 => Ok((header, events, snapshot)),
-        FormatVersion::V2 => {
-            let migrated = migrate_v2_to_v3_with(header, events, StageOptions { snapshot })
-                .map_err(|refusal| {
-                    let line = refusal
-                        .v2_line()
-                        .map(|l| format!(":{l}"))
-                        .unwrap_or_default();
-                    Error::Refused(format!("{}{line}: {refusal}", path.display()))
-                })?;
-            Ok((migrated.header, migrated.events, snapshot))
+    let snapshot = reader.snapshot();
+    let open = |header: &SessionHeader| {
+        Ok(Collected {
+            header: header.clone(),
+            events: Vec::new(),
+        })
+    };
+    match stream(reader, path, true, open)? {
+        Ok((_, collected)) => Ok((collected.header, collected.events, snapshot)),
+        Err(refused) => {
+            let line = refused.line.map(|l| format!(":{l}")).unwrap_or_default();
+            Err(Error::Refused(format!(
+                "{}{line}: {}",
+                path.display(),
+                refused.reason
+            )))
         }
-        older => Err(Error::Refused(format!(
-            "{}: format {older} has no upgrade path in this build yet",
-            path.display()
-        ))),
     }
 }
 
-/// Runs the in-memory migration of a readable V2 log for `check`: the refusal, if any, as a
-/// check error with the physical line (header = 1).
+/// Runs the in-memory migration of a readable older log for `check`: the refusal, if any, as
+/// a check error with the physical line (header = 1).
 pub(crate) fn migration_refusal(
     path: &Path,
     snapshot: SnapshotMode,
@@ -319,12 +437,10 @@ pub(crate) fn migration_refusal(
         },
     )
     .map_err(|e| migration_error(None, e.to_string()))?;
-    let (header, events, snapshot) =
-        drain(reader, path).map_err(|e| migration_error(None, e.to_string()))?;
-    let options = StageOptions { snapshot };
-    match migrate_v2_to_v3_with(header, events, options) {
-        Ok(_) => Ok(()),
-        Err(refusal) => Err(migration_error(refusal.v2_line(), refusal.to_string())),
+    match stream(reader, path, true, |_| Ok(Discard)) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(refused)) => Err(migration_error(refused.line, refused.reason)),
+        Err(error) => Err(migration_error(None, error.to_string())),
     }
 }
 
@@ -335,20 +451,4 @@ fn migration_error(line: Option<u64>, message: String) -> crate::check::CheckErr
         rule: "migration".to_owned(),
         message,
     }
-}
-
-/// Reads every event of an open log; returns the header, the events and whether the log is a
-/// normalized recording.
-fn drain(
-    mut reader: sessionlog_format::LogReader<crate::files::LogInput>,
-    path: &Path,
-) -> Result<(SessionHeader, Vec<Event>, bool), Error> {
-    let mut events = Vec::new();
-    while let Some(next) = reader.next_event() {
-        events.push(next.map_err(|source| Error::Read {
-            path: path.to_owned(),
-            source,
-        })?);
-    }
-    Ok((reader.header().clone(), events, reader.snapshot()))
 }

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use sessionlog_format::record::ChainHash;
 use sessionlog_format::{
-    Compression, Event, FormatVersion, LogWriter, ReadOptions, Recovery, SnapshotMode,
-    WriterOptions,
+    Compression, Event, FormatVersion, LogWriter, ReadOptions, Recovery, SessionHeader,
+    SnapshotMode, WriterOptions,
 };
 
 use crate::error::Error;
@@ -85,27 +85,88 @@ pub fn import_file(
     }
 }
 
+/// Imports an older log through the migration chain in two streaming passes: the first
+/// converts, admits and proves it writing nothing, so that a refused log creates no session;
+/// the second creates the session once the target header is known and appends each batch
+/// the migrator releases. Memory stays bounded for any size of log.
 fn import_migrated(
     store: &Store,
     path: &Path,
     snapshot: SnapshotMode,
     on_commit: &mut dyn FnMut(&AppendAck),
 ) -> Result<ImportReport, Error> {
-    let (header, events, snapshot) = crate::migrate::read_as_v3(path, snapshot)?;
-    store.create_session_with(&header, snapshot)?;
-    let mut report = ImportReport {
-        file: path.to_owned(),
-        session: header.id.clone(),
-        events: 0,
-        head_chain: store.head(&header.id)?.chain,
+    let options = ReadOptions {
+        recovery: Recovery::Strict,
+        snapshot,
     };
-    for batch in events.chunks(IMPORT_BATCH_EVENTS) {
-        let ack = store.append(&header.id, report.events, batch.to_vec())?;
-        report.events += batch.len() as u64;
-        report.head_chain = ack.head_chain;
-        on_commit(&ack);
+    let discard = |_: &SessionHeader| Ok(crate::migrate::Discard);
+    let proved = crate::migrate::stream(open_log(path, options)?, path, true, discard)?;
+    let streamed = match proved {
+        Ok(_) => {
+            let reader = open_log(path, options)?;
+            let snapshot = reader.snapshot();
+            let open = open_session(store, path, snapshot, on_commit);
+            crate::migrate::stream(reader, path, false, open)?
+        }
+        Err(refused) => Err(refused),
+    };
+    match streamed {
+        Ok((_, sink)) => Ok(sink.report),
+        Err(refused) => {
+            let line = refused.line.map(|l| format!(":{l}")).unwrap_or_default();
+            Err(Error::Refused(format!(
+                "{}{line}: {}",
+                path.display(),
+                refused.reason
+            )))
+        }
     }
-    Ok(report)
+}
+
+/// Creates the session once the target header is known, and the sink that fills it.
+fn open_session<'a>(
+    store: &'a Store,
+    path: &'a Path,
+    snapshot: bool,
+    on_commit: &'a mut dyn FnMut(&AppendAck),
+) -> impl FnOnce(&SessionHeader) -> Result<StoreSink<'a>, Error> + 'a {
+    move |header| {
+        store.create_session_with(header, snapshot)?;
+        Ok(StoreSink {
+            store,
+            report: ImportReport {
+                file: path.to_owned(),
+                session: header.id.clone(),
+                events: 0,
+                head_chain: store.head(&header.id)?.chain,
+            },
+            on_commit,
+        })
+    }
+}
+
+/// Appends migrated batches to a session of the store.
+struct StoreSink<'a> {
+    store: &'a Store,
+    report: ImportReport,
+    on_commit: &'a mut dyn FnMut(&AppendAck),
+}
+
+impl crate::migrate::Sink for StoreSink<'_> {
+    fn take(&mut self, events: &mut Vec<Event>, _path: &Path) -> Result<(), Error> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let n_events = events.len() as u64;
+        let batch = std::mem::take(events);
+        let ack = self
+            .store
+            .append(&self.report.session, self.report.events, batch)?;
+        self.report.events += n_events;
+        self.report.head_chain = ack.head_chain;
+        (self.on_commit)(&ack);
+        Ok(())
+    }
 }
 
 /// Where an export goes.

@@ -203,6 +203,12 @@ impl<R: Read> LogReader<R> {
         !matches!(self.source, Source::Raw(_))
     }
 
+    /// The physical line (the header is line 1) of the row that held the last event returned:
+    /// for a V0/V1 packed row, every event it stands for shares its line.
+    pub fn line(&self) -> u64 {
+        self.line_no
+    }
+
     /// The withheld fault, once the reader has ended under the recoverable policy.
     pub fn withheld(&self) -> Option<&Fault> {
         self.withheld.as_ref()

@@ -3,6 +3,8 @@
 use sessionlog_format::{Event, FormatVersion, SessionHeader, FORMAT_VERSION_CURRENT};
 
 use crate::error::{CatalogError, Refusal};
+use crate::v0_to_v1::V0ToV1;
+use crate::v1_to_v2::V1ToV2;
 use crate::v2_to_v3::V2ToV3;
 
 /// One adjacent edge `vN -> vN+1`, applied to one log. A stage is stateful and streaming:
@@ -87,13 +89,25 @@ impl Catalog {
         Ok(Catalog { edges })
     }
 
-    /// The edges this build ships: V2 -> V3 today (V0 -> V1 and V1 -> V2 arrive with #5).
+    /// The edges this build ships: V0 -> V1 -> V2 -> V3.
     pub fn released() -> Catalog {
-        Catalog::new(vec![EdgeSpec {
-            from: FormatVersion::V2,
-            to: FormatVersion::V3,
-            build: build_v2_to_v3,
-        }])
+        Catalog::new(vec![
+            EdgeSpec {
+                from: FormatVersion::V0,
+                to: FormatVersion::V1,
+                build: build_v0_to_v1,
+            },
+            EdgeSpec {
+                from: FormatVersion::V1,
+                to: FormatVersion::V2,
+                build: build_v1_to_v2,
+            },
+            EdgeSpec {
+                from: FormatVersion::V2,
+                to: FormatVersion::V3,
+                build: build_v2_to_v3,
+            },
+        ])
         .expect("the released edges form one chain")
     }
 
@@ -135,6 +149,14 @@ impl Catalog {
     }
 }
 
+fn build_v0_to_v1(options: StageOptions) -> Box<dyn Stage> {
+    Box::new(V0ToV1::new(options))
+}
+
+fn build_v1_to_v2(options: StageOptions) -> Box<dyn Stage> {
+    Box::new(V1ToV2::new(options))
+}
+
 fn build_v2_to_v3(options: StageOptions) -> Box<dyn Stage> {
     Box::new(V2ToV3::new(options))
 }
@@ -149,6 +171,11 @@ impl Chain {
     /// How many edges the chain crosses.
     pub fn n_stages(&self) -> usize {
         self.stages.len()
+    }
+
+    /// The stages, oldest edge first.
+    pub fn into_stages(self) -> Vec<Box<dyn Stage>> {
+        self.stages
     }
 
     /// Converts the header through every stage.

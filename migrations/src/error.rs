@@ -27,6 +27,17 @@ impl Refusal {
         }
     }
 
+    /// A refusal of a whole chain from `from` to the current version (the proof, the
+    /// target's admission); `seq` is a source seq.
+    pub fn chain(from: FormatVersion, seq: Option<u64>, reason: Reason) -> Refusal {
+        Refusal {
+            from,
+            to: FormatVersion::V3,
+            seq,
+            reason,
+        }
+    }
+
     /// A refusal of the V0 -> V1 edge; `seq` is a V0 seq.
     pub fn v0_to_v1(seq: Option<u64>, reason: impl Into<Reason>) -> Refusal {
         Refusal {
@@ -98,13 +109,13 @@ pub enum Reason {
     DeliveryWrongSession { session_id: String },
     #[error("format v2 {field} references seq {target} that has no earlier mapping")]
     UnmappedReference { field: &'static str, target: u64 },
-    #[error("format v2 source is not a valid v2 log: {detail}")]
+    #[error("migration source is not a valid log of its version: {detail}")]
     InvalidSource { detail: String },
-    #[error("format v2 to v3 produced an invalid v3 log: {detail}")]
+    #[error("migration produced an invalid v3 log: {detail}")]
     InvalidOutput { detail: String },
     #[error(
-        "format v2 to v3 changed the request at source seq {source_seq}: derived messages \
-         differ first at index {message_idx}"
+        "migration changed the request at source seq {source_seq}: derived messages differ \
+         first at index {message_idx}"
     )]
     RequestChanged { source_seq: u64, message_idx: usize },
     #[error("the stage received an event after finish")]

@@ -19,14 +19,18 @@
 
 pub mod catalog;
 pub mod error;
-pub mod proof;
+pub mod migrator;
+mod proof;
 pub mod v0_to_v1;
 pub mod v1_to_v2;
 pub mod v2_to_v3;
 
 pub use catalog::{Catalog, Chain, EdgeSpec, Finish, Stage, StageOptions};
 pub use error::{CatalogError, Reason, Refusal};
+pub use migrator::{Migrator, MigratorError, MigratorOptions, Summary};
 pub use sessionlog_format::FormatVersion;
+pub use v0_to_v1::V0ToV1;
+pub use v1_to_v2::{migrate_v1_to_v2, unpack_stream, UnpackError, V1Reason, V1ToV2};
 pub use v2_to_v3::{
     migrate_v2_to_v3, migrate_v2_to_v3_unproved, migrate_v2_to_v3_with, system_message_id,
     Migrated, V2ToV3,

@@ -1,140 +1,168 @@
-//! The request-equivalence proof of the V2 -> V3 edge (spec 10.8).
+//! The request-equivalence proof of a migration (spec 10.8, extended to the whole chain).
 //!
-//! The V2 source and the V3 target are folded side by side with [`SessionFold`]. At every
-//! source `request/header` (after folding the source through it, and the target through the
-//! header's target event) the V3 derived messages must equal the V2 derived messages with the
-//! header's prompt prepended:
+//! The source and the V3 target are folded side by side with [`SessionFold`], each under its
+//! own version's rules. The n-th `request/header` of the target is the n-th of the source:
+//! no edge adds, drops or reorders request headers. When the target fold has admitted its
+//! n-th request header, the source fold is advanced through the source's n-th, and the V3
+//! derived messages must equal the source's derived messages with that header's prompt
+//! prepended:
 //!
 //! - the prompt is `header.system` when it is a string, else `""`; a non-empty prompt is
 //!   expected as V3 message 0 with role `system` and content exactly one text block holding the
 //!   prompt; an empty prompt expects nothing (the empty head derives no message);
-//! - every other message is compared by role, content and id, index by index;
+//! - every other message is compared by role, content and id, index by index; a source
+//!   message without an id (possible only before V1) is compared by role and content, because
+//!   the V0 -> V1 edge gives it its deterministic id;
 //! - the synthetic system message's id and source are not compared: the id is generated and
 //!   the plugin name is not part of what the model sees;
 //! - sources of the other messages are not compared either, because the `tools-code-mode`
 //!   rename (spec 10.5) changes them on purpose.
 //!
-//! Folding the whole target under the V3 rules is also the target's admission: any violation
-//! is the refusal "format v2 to v3 produced an invalid v3 log".
+//! The source events wait in a queue between the moment the migrator reads them and the
+//! moment the proof folds them; the queue holds only what the stages hold back (an unsettled
+//! assistant attempt), so the proof streams like the stages do.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde_json::Value;
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{ContentBlock, Event, EventData, FormatVersion, Message, SessionFold};
 
-use crate::catalog::StageOptions;
 use crate::error::{Reason, Refusal};
 
-/// Proves every request of `source` unchanged in `target`, where `mapping[s]` is the target
-/// seq of source event `s`. Returns the number of requests proved.
-pub fn prove_requests(
-    source: &[Event],
-    target: &[Event],
-    mapping: &[u64],
-    options: StageOptions,
-) -> Result<u64, Refusal> {
-    assert_eq!(source.len(), mapping.len(), "one mapping per source event");
-    let context = |version| RuleContext {
-        version,
-        snapshot: options.snapshot,
-    };
-    let mut v2 = SessionFold::new(context(FormatVersion::V2));
-    let mut v3 = TargetFold {
-        fold: SessionFold::new(context(FormatVersion::V3)),
-        target,
-        next_idx: 0,
-    };
-    let mut n_requests = 0;
-    // What the previous request proved: both folds only append between two requests unless a
-    // generation moved, so the messages proved equal then are still equal and only the new
-    // tail needs comparing. This keeps the proof linear in the log, not quadratic.
-    let mut proved: Option<Proved> = None;
-    for event in source {
-        v2.admit(Arc::new(event.clone())).map_err(|violation| {
-            let detail = violation.to_string();
-            Refusal::v2_to_v3(Some(event.seq), Reason::InvalidSource { detail })
-        })?;
-        let EventData::RequestHeader(data) = &event.data else {
-            continue;
-        };
-        let target_seq = mapping[usize::try_from(event.seq).expect("a seq fits in usize")];
-        v3.advance_through(target_seq)?;
-        let prompt = match &data.header.system {
-            Some(Value::String(text)) => text.as_str(),
-            _ => "",
+/// The streaming proof of one migration, from `from` to V3.
+pub(crate) struct RequestProof {
+    from: FormatVersion,
+    source: SessionFold,
+    /// Source events read but not yet folded, oldest first.
+    queue: VecDeque<Event>,
+    /// Source request headers folded so far.
+    source_requests: u64,
+    /// Target request headers seen so far; each one is proved when it is seen.
+    target_requests: u64,
+    /// What the previous request proved: both folds only append between two requests unless a
+    /// generation moved, so the messages proved equal then are still equal and only the new
+    /// tail needs comparing. This keeps the proof linear in the log, not quadratic.
+    proved: Option<Proved>,
+}
+
+impl RequestProof {
+    pub(crate) fn new(from: FormatVersion, snapshot: bool) -> RequestProof {
+        RequestProof {
+            from,
+            source: SessionFold::new(RuleContext {
+                version: from,
+                snapshot,
+            }),
+            queue: VecDeque::new(),
+            source_requests: 0,
+            target_requests: 0,
+            proved: None,
+        }
+    }
+
+    /// Queues the next source event.
+    pub(crate) fn source_event(&mut self, event: Event) {
+        self.queue.push_back(event);
+    }
+
+    /// Proves the request whose header the target fold has just admitted.
+    pub(crate) fn target_request(&mut self, target: &SessionFold) -> Result<(), Refusal> {
+        self.target_requests += 1;
+        let Some((source_seq, prompt)) = self.advance_to_request(self.target_requests)? else {
+            let detail = format!(
+                "target request {} has no source request header",
+                self.target_requests
+            );
+            return Err(Refusal::chain(
+                self.from,
+                None,
+                Reason::InvalidOutput { detail },
+            ));
         };
         let now = Proved {
-            v2_generation: v2.content_generation(),
-            v3_generation: v3.fold.content_generation(),
-            prompt: prompt.to_owned(),
+            source_generation: self.source.content_generation(),
+            target_generation: target.content_generation(),
+            prompt,
             n_messages: 0,
         };
-        let from_idx = match &proved {
+        let from_idx = match &self.proved {
             Some(last) if last.same_state(&now) => last.n_messages,
             _ => 0,
         };
-        let v2_messages = v2.messages();
-        let difference = first_difference(prompt, &v2_messages, &v3.fold.messages(), from_idx);
-        proved = Some(Proved {
-            n_messages: v2_messages.len(),
-            ..now
-        });
+        let source_messages = self.source.messages();
+        let difference =
+            first_difference(&now.prompt, &source_messages, &target.messages(), from_idx);
+        let n_messages = source_messages.len();
+        self.proved = Some(Proved { n_messages, ..now });
         if let Some(message_idx) = difference {
-            let source_seq = event.seq;
             let reason = Reason::RequestChanged {
                 source_seq,
                 message_idx,
             };
-            return Err(Refusal::v2_to_v3(Some(source_seq), reason));
+            return Err(Refusal::chain(self.from, Some(source_seq), reason));
         }
-        n_requests += 1;
+        Ok(())
     }
-    v3.advance_through(u64::MAX)?;
-    assert_eq!(v3.next_idx, target.len(), "the whole target was admitted");
-    Ok(n_requests)
+
+    /// Folds the rest of the source and checks that every source request was proved.
+    pub(crate) fn finish(&mut self) -> Result<u64, Refusal> {
+        if let Some((source_seq, _)) = self.advance_to_request(self.target_requests + 1)? {
+            let detail = format!("source request header at seq {source_seq} has no target");
+            return Err(Refusal::chain(
+                self.from,
+                Some(source_seq),
+                Reason::InvalidOutput { detail },
+            ));
+        }
+        Ok(self.target_requests)
+    }
+
+    /// Folds queued source events until the `n`-th request header has been folded; returns
+    /// its seq and prompt, or `None` when the queue ran out first.
+    fn advance_to_request(&mut self, n: u64) -> Result<Option<(u64, String)>, Refusal> {
+        while self.source_requests < n {
+            let Some(event) = self.queue.pop_front() else {
+                return Ok(None);
+            };
+            let seq = event.seq;
+            let prompt = match &event.data {
+                EventData::RequestHeader(data) => Some(match &data.header.system {
+                    Some(Value::String(text)) => text.clone(),
+                    _ => String::new(),
+                }),
+                _ => None,
+            };
+            self.source.admit(Arc::new(event)).map_err(|violation| {
+                let detail = violation.to_string();
+                Refusal::chain(self.from, Some(seq), Reason::InvalidSource { detail })
+            })?;
+            if let Some(prompt) = prompt {
+                self.source_requests += 1;
+                if self.source_requests == n {
+                    return Ok(Some((seq, prompt)));
+                }
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// The state at the last proved request.
 struct Proved {
-    v2_generation: u64,
-    v3_generation: u64,
+    source_generation: u64,
+    target_generation: u64,
     prompt: String,
-    /// V2 messages proved equal (after the prepended prompt).
+    /// Source messages proved equal (after the prepended prompt).
     n_messages: usize,
 }
 
 impl Proved {
     fn same_state(&self, now: &Proved) -> bool {
-        self.v2_generation == now.v2_generation
-            && self.v3_generation == now.v3_generation
+        self.source_generation == now.source_generation
+            && self.target_generation == now.target_generation
             && self.prompt == now.prompt
-    }
-}
-
-/// The V3 fold and how much of the target it has admitted.
-struct TargetFold<'a> {
-    fold: SessionFold,
-    target: &'a [Event],
-    next_idx: usize,
-}
-
-impl TargetFold<'_> {
-    /// Admits target events up to and including seq `last` (or to the end).
-    fn advance_through(&mut self, last: u64) -> Result<(), Refusal> {
-        while let Some(event) = self.target.get(self.next_idx) {
-            if event.seq > last {
-                break;
-            }
-            self.fold
-                .admit(Arc::new(event.clone()))
-                .map_err(|violation| {
-                    let detail = format!("target seq {}: {violation}", event.seq);
-                    Refusal::v2_to_v3(None, Reason::InvalidOutput { detail })
-                })?;
-            self.next_idx += 1;
-        }
-        Ok(())
     }
 }
 
@@ -160,7 +188,8 @@ fn first_difference(
     (from_idx.min(n_messages)..n_messages)
         .find(|&idx| match (v2.get(idx), v3.get(idx + offset)) {
             (Some(old), Some(new)) => {
-                old.role != new.role || old.content != new.content || old.id != new.id
+                let id_differs = old.id.is_some() && old.id != new.id;
+                old.role != new.role || old.content != new.content || id_differs
             }
             _ => true,
         })

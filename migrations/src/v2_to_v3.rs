@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use crate::catalog::{Finish, Stage, StageOptions};
 use crate::error::{Reason, Refusal};
+use crate::migrator::{Migrator, MigratorOptions};
 
 /// The plugin named as the source of generated system messages (dsh upstream's scope).
 pub const SYSTEM_PROMPT_PLUGIN: &str = "@deepseek-ai/dsh-system-prompt";
@@ -54,26 +55,7 @@ pub fn migrate_v2_to_v3_with(
     events: impl IntoIterator<Item = Event>,
     options: StageOptions,
 ) -> Result<Migrated, Refusal> {
-    let source: Vec<Event> = events.into_iter().collect();
-    let mut stage = V2ToV3::new(options);
-    let header = stage.header(header)?;
-    let mut out = Vec::with_capacity(source.len() + 2);
-    for event in &source {
-        stage.push(event.clone(), &mut out)?;
-    }
-    let finish = stage.finish(&mut out)?;
-    assert_eq!(
-        stage.mapping().len(),
-        source.len(),
-        "one mapping per source event"
-    );
-    let requests_proved = crate::proof::prove_requests(&source, &out, stage.mapping(), options)?;
-    Ok(Migrated {
-        header,
-        events: out,
-        requests_proved,
-        cut: finish.cut,
-    })
+    migrate_whole(header, events, options, true)
 }
 
 /// The stage alone, without the request-equivalence proof (`migrate --no-verify`). The output
@@ -83,18 +65,32 @@ pub fn migrate_v2_to_v3_unproved(
     events: impl IntoIterator<Item = Event>,
     options: StageOptions,
 ) -> Result<Migrated, Refusal> {
-    let mut stage = V2ToV3::new(options);
-    let header = stage.header(header)?;
+    migrate_whole(header, events, options, false)
+}
+
+fn migrate_whole(
+    header: SessionHeader,
+    events: impl IntoIterator<Item = Event>,
+    options: StageOptions,
+    prove: bool,
+) -> Result<Migrated, Refusal> {
+    let stage: Box<dyn Stage> = Box::new(V2ToV3::new(options));
+    let options = MigratorOptions {
+        stage: options,
+        prove,
+    };
+    let (mut migrator, header) =
+        Migrator::with_stages(FormatVersion::V2, vec![stage], header, options)?;
     let mut out = Vec::new();
     for event in events {
-        stage.push(event, &mut out)?;
+        migrator.push(event, &mut out)?;
     }
-    let finish = stage.finish(&mut out)?;
+    let summary = migrator.finish(&mut out)?;
     Ok(Migrated {
         header,
         events: out,
-        requests_proved: 0,
-        cut: finish.cut,
+        requests_proved: summary.requests_proved.unwrap_or(0),
+        cut: summary.cut,
     })
 }
 

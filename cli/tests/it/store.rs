@@ -104,21 +104,28 @@ fn messages_and_surface_from_file_and_store() {
     }
 }
 
-// Goal: importing a log with no upgrade path yet (V0) is refused with exit 1 and a message
-// naming the file, and asking for an unknown session is exit 1 too.
+// Goal: importing a V0 log the migration chain refuses (a retired `mode/set`) exits 1 with
+// `FILE:LINE: reason` and creates no session; asking for an unknown session is exit 1 too.
 #[test]
 fn refusals_exit_1() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("store.redb");
     let v0 = tmp.path().join("session.jsonl");
     let header = r#"{"type":"session","version":0,"id":"o","createdAt":1,"delegationDepth":0}"#;
-    std::fs::write(&v0, format!("{header}\n")).unwrap();
+    let mode = r#"{"type":"mode/set","seq":0,"time":1,"data":{"mode":"plan"}}"#;
+    std::fs::write(&v0, format!("{header}\n{mode}\n")).unwrap();
     let import = with_db(&db, &["import", v0.to_str().unwrap()]);
     assert_eq!(import.status.code(), Some(1));
-    assert!(
-        stderr(&import).contains("has no upgrade path"),
-        "{}",
-        stderr(&import)
+    let expected = format!(
+        "{}:2: session \"o\" contains unsupported legacy mode/set event at seq 0",
+        v0.display()
+    );
+    assert!(stderr(&import).contains(&expected), "{}", stderr(&import));
+    let listed = with_db(&db, &["messages", "o"]);
+    assert_eq!(
+        listed.status.code(),
+        Some(1),
+        "the refused import created nothing"
     );
     let missing = with_db(&db, &["messages", "no-such-session"]);
     assert_eq!(missing.status.code(), Some(1));

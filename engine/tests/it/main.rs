@@ -1,6 +1,7 @@
 //! Integration tests of the engine: the store's admission, durability and folds.
 
 mod admission;
+mod chain;
 mod faults;
 mod kill;
 mod model;

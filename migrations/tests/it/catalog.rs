@@ -38,7 +38,11 @@ fn edge(from: FormatVersion, to: FormatVersion) -> EdgeSpec {
     fn identity_v1(_: StageOptions) -> Box<dyn Stage> {
         Box::new(Identity(FormatVersion::V1))
     }
-    let released = Catalog::released().edges()[0];
+    let released = *Catalog::released()
+        .edges()
+        .iter()
+        .find(|edge| edge.from == FormatVersion::V2)
+        .expect("the released V2 -> V3 edge");
     let build = match from {
         FormatVersion::V0 => identity_v0,
         FormatVersion::V1 => identity_v1,
@@ -75,30 +79,33 @@ fn catalog_checks_the_chain() {
         })
     );
     assert_eq!(new(vec![edge(V2, V3), edge(V0, V1), edge(V1, V2)]), Ok(V0));
-    assert_eq!(Catalog::released().lowest(), V2);
+    assert_eq!(Catalog::released().lowest(), V0);
 }
 
 // Goal: planning by stored version: current needs no stage, older versions the edges from
 // there, newer and unsupported ones are refused with their texts.
-// Method: plan 3, 2, 4 and 1 on the released catalog, and 0 on a full one.
+// Method: plan 3, 2, 1, 0 and 4 on the released catalog, and 1 on one holding V2 -> V3 alone.
 #[test]
 fn plan_by_version() {
     let catalog = Catalog::released();
     let options = StageOptions::default();
     assert_eq!(catalog.plan(3, options).expect("current").n_stages(), 0);
     assert_eq!(catalog.plan(2, options).expect("v2").n_stages(), 1);
+    assert_eq!(catalog.plan(1, options).expect("v1").n_stages(), 2);
+    assert_eq!(catalog.plan(0, options).expect("v0").n_stages(), 3);
     let newer = catalog.plan(4, options).err().expect("newer");
     assert_eq!(
         newer.to_string(),
         "stored Session uses newer format v4; this build writes v3"
     );
-    let older = catalog.plan(1, options).err().expect("no path");
+    use FormatVersion::*;
+    let short = Catalog::new(vec![edge(V2, V3)]).expect("one edge");
+    let older = short.plan(1, options).err().expect("no path");
     assert_eq!(
         older.to_string(),
         "stored Session uses format v1, older than the supported v2, and this build ships no \
          upgrade path for it"
     );
-    use FormatVersion::*;
     let full = Catalog::new(vec![edge(V0, V1), edge(V1, V2), edge(V2, V3)]).expect("full");
     assert_eq!(full.plan(0, options).expect("v0").n_stages(), 3);
 }

@@ -3,6 +3,7 @@
 mod audit;
 mod catalog;
 mod corpus;
+mod generated;
 mod rewrite;
 mod support;
 mod v0_to_v1;

@@ -1,0 +1,213 @@
+//! One streaming migration of one log: the chain of stages, V3 admission of the output, and
+//! the request-equivalence proof, event by event.
+//!
+//! The caller reads the source one event at a time, hands each to [`Migrator::push`], and
+//! writes whatever comes out; memory holds what the stages hold back (an unsettled assistant
+//! attempt, the seq maps) and the two folds' live surfaces, never the whole log.
+//!
+//! A refusal names a source seq: the seq of the event a stage refused when the first stage
+//! refused it, else the seq of the source event whose arrival led to the refusal (a later
+//! stage may be working on an event an earlier one held back). The refusal's text names the
+//! edge that refused.
+
+use std::sync::Arc;
+
+use sessionlog_format::rules::RuleContext;
+use sessionlog_format::{Event, EventData, FormatVersion, SessionFold, SessionHeader};
+
+use crate::catalog::{Catalog, Stage, StageOptions};
+use crate::error::{CatalogError, Reason, Refusal};
+use crate::proof::RequestProof;
+
+/// How a [`Migrator`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigratorOptions {
+    pub stage: StageOptions,
+    /// Fold the output under the V3 rules and prove every request (on unless `--no-verify`).
+    pub prove: bool,
+}
+
+impl Default for MigratorOptions {
+    fn default() -> MigratorOptions {
+        MigratorOptions {
+            stage: StageOptions::default(),
+            prove: true,
+        }
+    }
+}
+
+/// What a finished migration reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    /// Requests proved equal; `None` when the proof was off.
+    pub requests_proved: Option<u64>,
+    /// The target's inherited cut (0 for an unseeded log).
+    pub cut: u64,
+    /// Events written.
+    pub target_events: u64,
+}
+
+/// The streaming migration of one log from its version to the current one.
+pub struct Migrator {
+    from: FormatVersion,
+    stages: Vec<Box<dyn Stage>>,
+    /// The V3 fold of the output (admission and the proof's target side), when proving.
+    target: Option<SessionFold>,
+    proof: Option<RequestProof>,
+    target_events: u64,
+    finished: bool,
+}
+
+impl Migrator {
+    /// Plans the chain for `header`'s version and converts the header. A log already at the
+    /// current version gets an empty chain: its events pass through unchanged.
+    pub fn new(
+        catalog: &Catalog,
+        header: SessionHeader,
+        options: MigratorOptions,
+    ) -> Result<(Migrator, SessionHeader), MigratorError> {
+        let found = header.version.unwrap_or(0);
+        let chain = catalog.plan(found, options.stage)?;
+        let from = FormatVersion::from_number(found).ok_or(CatalogError::Newer {
+            found,
+            current: sessionlog_format::FORMAT_VERSION_CURRENT,
+        })?;
+        Ok(Migrator::with_stages(
+            from,
+            chain.into_stages(),
+            header,
+            options,
+        )?)
+    }
+
+    /// A migrator over explicit stages (one edge alone, in tests and the single-edge API).
+    pub(crate) fn with_stages(
+        from: FormatVersion,
+        mut stages: Vec<Box<dyn Stage>>,
+        header: SessionHeader,
+        options: MigratorOptions,
+    ) -> Result<(Migrator, SessionHeader), Refusal> {
+        let header = stages
+            .iter_mut()
+            .try_fold(header, |header, stage| stage.header(header))?;
+        let fold = || {
+            SessionFold::new(RuleContext {
+                version: FormatVersion::V3,
+                snapshot: options.stage.snapshot,
+            })
+        };
+        let migrator = Migrator {
+            from,
+            stages,
+            target: options.prove.then(fold),
+            proof: options
+                .prove
+                .then(|| RequestProof::new(from, options.stage.snapshot)),
+            target_events: 0,
+            finished: false,
+        };
+        Ok((migrator, header))
+    }
+
+    /// The version the source is read as.
+    pub fn from(&self) -> FormatVersion {
+        self.from
+    }
+
+    /// Converts the next source event, appending the V3 events it releases to `out`.
+    pub fn push(&mut self, event: Event, out: &mut Vec<Event>) -> Result<(), Refusal> {
+        if self.finished {
+            return Err(Refusal::chain(self.from, None, Reason::Finished));
+        }
+        let source_seq = event.seq;
+        if let Some(proof) = &mut self.proof {
+            proof.source_event(event.clone());
+        }
+        let first = out.len();
+        let mut events = vec![event];
+        for (stage_idx, stage) in self.stages.iter_mut().enumerate() {
+            let mut next = Vec::with_capacity(events.len() + 1);
+            for event in events {
+                stage
+                    .push(event, &mut next)
+                    .map_err(|refusal| place(refusal, stage_idx, source_seq))?;
+            }
+            events = next;
+        }
+        out.append(&mut events);
+        self.admit(&out[first..], Some(source_seq))
+    }
+
+    /// Ends the source: finishes every stage in order, admits and proves the tail, and checks
+    /// that every source request was proved.
+    pub fn finish(&mut self, out: &mut Vec<Event>) -> Result<Summary, Refusal> {
+        if self.finished {
+            return Err(Refusal::chain(self.from, None, Reason::Finished));
+        }
+        self.finished = true;
+        let first = out.len();
+        let mut cut = None;
+        for stage_idx in 0..self.stages.len() {
+            let mut events = Vec::new();
+            let finish = self.stages[stage_idx].finish(&mut events)?;
+            cut = Some(finish.cut);
+            for stage in &mut self.stages[stage_idx + 1..] {
+                let mut next = Vec::with_capacity(events.len() + 1);
+                for event in events {
+                    stage.push(event, &mut next)?;
+                }
+                events = next;
+            }
+            out.append(&mut events);
+        }
+        self.admit(&out[first..], None)?;
+        let requests_proved = match &mut self.proof {
+            Some(proof) => Some(proof.finish()?),
+            None => None,
+        };
+        Ok(Summary {
+            requests_proved,
+            // A current log passes through unchanged; its cut is the reader's business.
+            cut: cut.unwrap_or(0),
+            target_events: self.target_events,
+        })
+    }
+
+    /// Folds released target events under the V3 rules and proves each request header.
+    fn admit(&mut self, events: &[Event], source_seq: Option<u64>) -> Result<(), Refusal> {
+        self.target_events += events.len() as u64;
+        let Some(target) = &mut self.target else {
+            return Ok(());
+        };
+        for event in events {
+            target.admit(Arc::new(event.clone())).map_err(|violation| {
+                let detail = format!("target seq {}: {violation}", event.seq);
+                Refusal::chain(self.from, source_seq, Reason::InvalidOutput { detail })
+            })?;
+            if matches!(event.data, EventData::RequestHeader(_)) {
+                if let Some(proof) = &mut self.proof {
+                    proof.target_request(target)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A refusal from stage `stage_idx` while the migrator worked on source event `source_seq`:
+/// the first stage's seq is a source seq; a later stage's is not, so the source seq replaces it.
+fn place(mut refusal: Refusal, stage_idx: usize, source_seq: u64) -> Refusal {
+    if stage_idx > 0 || refusal.seq.is_none() {
+        refusal.seq = Some(source_seq);
+    }
+    refusal
+}
+
+/// Why a migration could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MigratorError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+}
