@@ -109,9 +109,16 @@ struct GenArgs {
     /// Write .jsonl.zstd, one frame per batch.
     #[arg(long)]
     zstd: bool,
-    /// The format version to write: 3, or 2 (the prompt in request headers), for migration
-    /// benchmarks.
-    #[arg(long = "version", default_value_t = 3, value_parser = clap::value_parser!(u64).range(2..=3))]
+    /// The format version to write: 3; 2 (the prompt in request headers); or 0 (also streams
+    /// as top-level chunk events, which come on top of --events), for migration benchmarks.
+    #[arg(
+        long = "version",
+        default_value = "3",
+        value_parser = clap::builder::TypedValueParser::map(
+            clap::builder::PossibleValuesParser::new(["0", "2", "3"]),
+            |v| v.parse::<u64>().unwrap_or(3),
+        )
+    )]
     format_version: u64,
     /// The file to create; an existing file is never overwritten.
     #[arg(short = 'o', long = "output")]

@@ -1,21 +1,42 @@
 //! Adjacent version edges of the dsh session-log format (vN -> vN+1), pure and streaming.
 //!
 //! A log older than the current version reaches it through a chain of adjacent edges, one
-//! [`Stage`] per edge. The [`Catalog`] holds exactly one edge per step from its lowest version
-//! to V3 and checks that when it is built; [`Catalog::plan`] gives the [`Chain`] for a stored
-//! version. Today the catalog holds the V2 -> V3 edge only (issue #4); V0 -> V1 and V1 -> V2
-//! arrive with issue #5 as two more stages.
+//! [`Stage`] per edge. The [`Catalog`] holds exactly one edge per step from V0 to V3 and
+//! checks that when it is built; [`Catalog::plan`] gives the [`Chain`] for a stored version.
 //!
+//! - [`v0_to_v1`]: the closed V0 inventory and the bounded legacy normalisations.
+//! - [`v1_to_v2`]: top-level chunks folded into embedded streams, dense seqs, the inherited
+//!   marker.
 //! - [`v2_to_v3`]: the V2 -> V3 stage of spec 10: the system head after the first step, head
 //!   replacements for prompt changes, reference remapping, the PTC and preset renames and
 //!   canonical envelopes. It refuses, with dsh's texts, every source it cannot convert without
 //!   reordering.
-//! - [`proof`]: the request-equivalence proof (spec 10.8), folding source and target side by
-//!   side with `format`'s `SessionFold`.
-//! - [`migrate_v2_to_v3`]: stage, V3 admission of the output and proof over a whole log.
+//! - [`Migrator`]: one streaming migration through the planned chain, with V3 admission of
+//!   the output and the request-equivalence proof (spec 10.8, over every edge) as events pass.
 //!
 //! Nothing here does I/O: events in, events out. The caller reads and writes the files and
-//! places a [`Refusal`] in its file (for a V2 file, the physical line is `seq + 2`).
+//! places a [`Refusal`] in its file (the refusal names a source seq).
+//!
+//! ```
+//! use sessionlog_format::gen::{GenOptions, Generator};
+//! use sessionlog_format::FormatVersion;
+//! use sessionlog_migrations::{Catalog, Migrator, MigratorOptions};
+//!
+//! let options = GenOptions { events: 200, seed: 1 };
+//! let mut source = Generator::for_version(options, FormatVersion::V0).unwrap();
+//! let catalog = Catalog::released();
+//! let (mut migrator, header) =
+//!     Migrator::new(&catalog, source.header(), MigratorOptions::default()).unwrap();
+//! assert_eq!(header.version, Some(3));
+//! let mut v3 = Vec::new();
+//! while let Some(batch) = source.next_batch() {
+//!     for event in batch {
+//!         migrator.push(event, &mut v3).unwrap();
+//!     }
+//! }
+//! let summary = migrator.finish(&mut v3).unwrap();
+//! assert!(summary.requests_proved.unwrap() > 0);
+//! ```
 
 pub mod catalog;
 pub mod error;

@@ -7,11 +7,11 @@
 //! stream moves into `data.stream` and the citation is dropped. An attempt no message claims
 //! becomes one `assistant/attempt` at the position of its last chunk. Every other event keeps
 //! its source order; output seqs are dense, and every declared reference is remapped (see
-//! [`remap`]). A reference to a consumed chunk is refused, never redirected.
+//! `remap`). A reference to a consumed chunk is refused, never redirected.
 //!
 //! The header trades `seedLength` for `isSeeded`; the cut is marked in the events by
 //! `session/end-seed {inherited: true}`, and a cut inside an attempt is refused. Two legacy
-//! shapes are repaired (see [`legacy`]): a goal message carrying its mutation, and a turn
+//! shapes are repaired (see `legacy`): a goal message carrying its mutation, and a turn
 //! left open by the next-turn restart.
 //!
 //! Memory: the unsettled attempt (its packed stream and the events held behind it) and one

@@ -3,7 +3,7 @@
 //! [`V2ToV3`] is the streaming stage of spec 10.3. It never reorders source events: when a
 //! source has no order-preserving conversion it refuses. [`migrate_v2_to_v3`] runs the stage
 //! over a whole log, admits the output under the V3 rules and proves that every request is
-//! unchanged (see [`crate::proof`]).
+//! unchanged (see `proof`).
 
 mod audit;
 mod members;

@@ -155,7 +155,8 @@ impl Generator {
                 "inputTokens": shadowed_tokens + REQUEST_OVERHEAD_TOKENS,
                 "outputTokens": summary_tokens,
             })),
-            raw_output: None,
+            // dsh records the model's raw output whenever the summary came from a stream.
+            raw_output: Some(json!(summary)),
             llm_stream_call: Some(true),
             extra: Extra::new(),
         };

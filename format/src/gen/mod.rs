@@ -25,6 +25,7 @@ mod stream;
 mod surface_model;
 mod text;
 mod tools;
+mod v0;
 
 #[cfg(test)]
 mod tests;
@@ -77,8 +78,10 @@ pub struct Generator {
     /// V3, or V2: no `system/message` events, the prompt travels in `header.system`, no
     /// in-history route.
     version: FormatVersion,
-    /// V2 only: the system prompt in force, written into every `request/header`.
+    /// V2 and V0: the system prompt in force, written into every `request/header`.
     prompt: Option<String>,
+    /// V0: every batch is built as V2 and then has its streams expanded into chunk events.
+    expansion: Option<v0::Expansion>,
     rng: Rng,
     /// Events handed out so far.
     emitted: u64,
@@ -128,16 +131,25 @@ impl Generator {
             .expect("the current version is generated")
     }
 
-    /// A generator of a session of `version`: V3, or V2 (the last version before the system
-    /// prompt became a surface node), for migration benchmarks and tests.
+    /// A generator of a session of `version`: V3; V2 (the last version before the system
+    /// prompt became a surface node); or V0 (V2 with every embedded stream expanded into
+    /// top-level `assistant/chunk` events that the message cites), for migration benchmarks
+    /// and tests. A V0 log holds `events` events before its streams are expanded, so it holds
+    /// more in the end; [`Generator::next_batch`] returns them all.
     pub fn for_version(options: GenOptions, version: FormatVersion) -> Result<Generator, String> {
-        if !matches!(version, FormatVersion::V2 | FormatVersion::V3) {
-            return Err(format!("cannot generate {version} logs, only v2 and v3"));
+        if !matches!(
+            version,
+            FormatVersion::V0 | FormatVersion::V2 | FormatVersion::V3
+        ) {
+            return Err(format!(
+                "cannot generate {version} logs, only v0, v2 and v3"
+            ));
         }
         Ok(Generator {
             options,
             version,
             prompt: None,
+            expansion: (version == FormatVersion::V0).then(v0::Expansion::default),
             rng: Rng::new(options.seed),
             emitted: 0,
             seq: 0,
@@ -172,6 +184,10 @@ impl Generator {
         let mut header = SessionHeader::new_v3(format!("gen-{id:016x}"), CREATED_AT_MS);
         header.cwd = Some(CWD.to_owned());
         header.version = Some(self.version.number());
+        if self.version == FormatVersion::V0 {
+            // A V0 header says nothing of seeding unless it is seeded (`seedLength`).
+            header.is_seeded = None;
+        }
         header
     }
 
@@ -206,7 +222,10 @@ impl Generator {
             "seqs are dense from 0 across batches"
         );
         self.emitted += batch.len() as u64;
-        Some(batch)
+        match &mut self.expansion {
+            Some(expansion) => Some(expansion.batch(batch)),
+            None => Some(batch),
+        }
     }
 
     /// Opens a turn when a whole one fits the budget; otherwise pads with log-only events,
