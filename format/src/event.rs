@@ -192,14 +192,47 @@ impl EventData {
 }
 
 /// Decodes `data` for a known type straight from the input, without an intermediate tree.
-pub(crate) struct DataSeed<'a>(pub(crate) &'a EventType);
+///
+/// With `legacy` (V0 and V1 logs), the types whose payload had an older shape before the
+/// current wrappers (a flat `assistant/message` or `tool/result` without `message`, a
+/// compaction event without `compactionId`) are read into a tree first: the current shape is
+/// then decoded typed, an older one is kept opaque for the V0 -> V1 edge to normalise.
+pub(crate) struct DataSeed<'a> {
+    pub(crate) kind: &'a EventType,
+    pub(crate) legacy: bool,
+}
+
+/// The member whose absence marks a V0 payload of `kind` as an older shape.
+fn legacy_marker(kind: &EventType) -> Option<&'static str> {
+    match kind {
+        EventType::AssistantMessage | EventType::ToolResult => Some("message"),
+        EventType::CompactionStart | EventType::CompactionSummary | EventType::CompactionEnd => {
+            Some("compactionId")
+        }
+        _ => None,
+    }
+}
 
 impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
     type Value = EventData;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<EventData, D::Error> {
         use serde::Deserialize;
-        Ok(match self.0 {
+        if let Some(marker) = legacy_marker(self.kind).filter(|_| self.legacy) {
+            let value = Value::deserialize(d)?;
+            if let Err(reason) = crate::json::check_lossless(&value) {
+                return Err(serde::de::Error::custom(reason));
+            }
+            if value.get(marker).is_none() {
+                return Ok(EventData::Other(value));
+            }
+            let seed = DataSeed {
+                kind: self.kind,
+                legacy: false,
+            };
+            return seed.deserialize(value).map_err(serde::de::Error::custom);
+        }
+        Ok(match self.kind {
             EventType::TurnStart => EventData::TurnStart(Box::new(TurnStart::deserialize(d)?)),
             EventType::TurnEnd => EventData::TurnEnd(Box::new(TurnEnd::deserialize(d)?)),
             EventType::StepStart => EventData::StepStart(Box::new(StepRef::deserialize(d)?)),

@@ -36,7 +36,13 @@ pub enum Decoded {
 
 /// Decodes one row (without its newline) whose first event is expected at `expected_seq`.
 pub fn decode_row(line: &[u8], ctx: RowContext, expected_seq: u64) -> Result<Decoded, Violation> {
-    let raw: RawRow = serde_json::from_slice(line).map_err(|e| {
+    let visitor = RowVisitor {
+        legacy: ctx.version.has_packed_rows(),
+    };
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let raw =
+        de::Deserializer::deserialize_map(&mut de, visitor).and_then(|raw| de.end().map(|()| raw));
+    let raw = raw.map_err(|e| {
         let rule = if e.is_syntax() || e.is_eof() {
             Rule::Json
         } else {
@@ -62,8 +68,10 @@ impl<'de> de::DeserializeSeed<'de> for RowSeed {
         self,
         deserializer: D,
     ) -> Result<Self::Value, D::Error> {
-        use serde::Deserialize;
-        let raw = RawRow::deserialize(deserializer)?;
+        let visitor = RowVisitor {
+            legacy: self.ctx.version.has_packed_rows(),
+        };
+        let raw = deserializer.deserialize_map(visitor)?;
         Ok(finish_row(raw, self.ctx, self.expected_seq))
     }
 }
@@ -315,13 +323,11 @@ struct RawRow {
     surface_op: Option<Value>,
 }
 
-impl<'de> de::Deserialize<'de> for RawRow {
-    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<RawRow, D::Error> {
-        deserializer.deserialize_map(RowVisitor)
-    }
+/// Reads a row; `legacy` (V0 and V1) also admits the pre-wrapper payload forms (see
+/// [`DataSeed`]).
+struct RowVisitor {
+    legacy: bool,
 }
-
-struct RowVisitor;
 
 impl<'de> Visitor<'de> for RowVisitor {
     type Value = RawRow;
@@ -382,7 +388,9 @@ impl<'de> Visitor<'de> for RowVisitor {
                 3 => {
                     has_data = true;
                     match &kind {
-                        Some((kind, packed)) => row.data = decode_data(&mut map, kind, *packed)?,
+                        Some((kind, packed)) => {
+                            row.data = decode_data(&mut map, kind, *packed, self.legacy)?
+                        }
                         None => deferred = Some(map.next_value().map_err(ctx)?),
                     }
                 }
@@ -409,7 +417,7 @@ impl<'de> Visitor<'de> for RowVisitor {
         }
         if let Some(raw) = deferred {
             let mut de = serde_json::Deserializer::from_str(raw.get());
-            row.data = decode_data_from(&mut de, &kind, packed).map_err(|e| {
+            row.data = decode_data_from(&mut de, &kind, packed, self.legacy).map_err(|e| {
                 A::Error::custom(format_args!("data: {}", strip_position(&e.to_string())))
             })?;
         }
@@ -423,26 +431,27 @@ fn decode_data<'de, A: MapAccess<'de>>(
     map: &mut A,
     kind: &EventType,
     packed: bool,
+    legacy: bool,
 ) -> Result<RawData, A::Error> {
     let ctx = |e: A::Error| member_error::<A::Error>("data", e);
     if packed {
         return Ok(RawData::Packed(Box::new(map.next_value().map_err(ctx)?)));
     }
-    Ok(RawData::Event(
-        map.next_value_seed(DataSeed(kind)).map_err(ctx)?,
-    ))
+    let seed = DataSeed { kind, legacy };
+    Ok(RawData::Event(map.next_value_seed(seed).map_err(ctx)?))
 }
 
 fn decode_data_from<'de, D: de::Deserializer<'de>>(
     d: D,
     kind: &EventType,
     packed: bool,
+    legacy: bool,
 ) -> Result<RawData, D::Error> {
     use serde::de::{Deserialize, DeserializeSeed};
     if packed {
         return Ok(RawData::Packed(Box::new(PackedData::deserialize(d)?)));
     }
-    Ok(RawData::Event(DataSeed(kind).deserialize(d)?))
+    Ok(RawData::Event(DataSeed { kind, legacy }.deserialize(d)?))
 }
 
 /// An event encoded as a row of `version`: the native key order `{type, seq, time, data,

@@ -120,10 +120,11 @@ fn check_vocabulary(event: &Event, ctx: RuleContext) -> Checked {
 }
 
 fn is_surface_type(kind: &EventType, version: FormatVersion) -> bool {
-    if version == FormatVersion::V3 {
-        kind.is_surface_v3()
-    } else {
-        kind.is_surface_pre_v3()
+    match version {
+        FormatVersion::V3 => kind.is_surface_v3(),
+        // A V0 steering note was a surface message; V0 -> V1 renames it `user/message`.
+        FormatVersion::V0 => kind.is_surface_pre_v3() || *kind == EventType::SteeringMessage,
+        _ => kind.is_surface_pre_v3(),
     }
 }
 

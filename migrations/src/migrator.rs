@@ -5,6 +5,12 @@
 //! writes whatever comes out; memory holds what the stages hold back (an unsettled assistant
 //! attempt, the seq maps) and the two folds' live surfaces, never the whole log.
 //!
+//! The proof's source side is the source itself, except for a V0 source: there it is the
+//! output of the V0 -> V1 edge. That edge keeps seqs and changes no model-visible content by
+//! construction (canonical V0 passes unchanged; the legacy shapes it rewrites, such as a flat
+//! assistant message or a steering note, derive no message under the V0 rules at all), so the
+//! proof covers V1 -> V2 -> V3 in full and V0 -> V1 as far as anything can be derived from V0.
+//!
 //! A refusal names a source seq: the seq of the event a stage refused when the first stage
 //! refused it, else the seq of the source event whose arrival led to the refusal (a later
 //! stage may be working on an event an earlier one held back). The refusal's text names the
@@ -54,6 +60,8 @@ pub struct Migrator {
     /// The V3 fold of the output (admission and the proof's target side), when proving.
     target: Option<SessionFold>,
     proof: Option<RequestProof>,
+    /// The proof's source side is the first stage's output (a V0 source).
+    proof_after_first: bool,
     target_events: u64,
     finished: bool,
 }
@@ -96,13 +104,20 @@ impl Migrator {
                 snapshot: options.stage.snapshot,
             })
         };
+        let proof_after_first = from == FormatVersion::V0 && !stages.is_empty();
+        let folded = if proof_after_first {
+            FormatVersion::V1
+        } else {
+            from
+        };
         let migrator = Migrator {
             from,
             stages,
             target: options.prove.then(fold),
             proof: options
                 .prove
-                .then(|| RequestProof::new(from, options.stage.snapshot)),
+                .then(|| RequestProof::new(from, folded, options.stage.snapshot)),
+            proof_after_first,
             target_events: 0,
             finished: false,
         };
@@ -120,7 +135,7 @@ impl Migrator {
             return Err(Refusal::chain(self.from, None, Reason::Finished));
         }
         let source_seq = event.seq;
-        if let Some(proof) = &mut self.proof {
+        if let Some(proof) = self.proof.as_mut().filter(|_| !self.proof_after_first) {
             proof.source_event(event.clone());
         }
         let first = out.len();
@@ -131,6 +146,11 @@ impl Migrator {
                 stage
                     .push(event, &mut next)
                     .map_err(|refusal| place(refusal, stage_idx, source_seq))?;
+            }
+            if stage_idx == 0 && self.proof_after_first {
+                if let Some(proof) = &mut self.proof {
+                    next.iter().for_each(|e| proof.source_event(e.clone()));
+                }
             }
             events = next;
         }
@@ -151,6 +171,11 @@ impl Migrator {
             let mut events = Vec::new();
             let finish = self.stages[stage_idx].finish(&mut events)?;
             cut = Some(finish.cut);
+            if stage_idx == 0 && self.proof_after_first {
+                if let Some(proof) = &mut self.proof {
+                    events.iter().for_each(|e| proof.source_event(e.clone()));
+                }
+            }
             for stage in &mut self.stages[stage_idx + 1..] {
                 let mut next = Vec::with_capacity(events.len() + 1);
                 for event in events {

@@ -48,11 +48,13 @@ pub(crate) struct RequestProof {
 }
 
 impl RequestProof {
-    pub(crate) fn new(from: FormatVersion, snapshot: bool) -> RequestProof {
+    /// A proof of a migration from `from` whose source side is folded under the rules of
+    /// `folded` (`from` itself, or V1 when the proof starts after the V0 -> V1 edge).
+    pub(crate) fn new(from: FormatVersion, folded: FormatVersion, snapshot: bool) -> RequestProof {
         RequestProof {
             from,
             source: SessionFold::new(RuleContext {
-                version: from,
+                version: folded,
                 snapshot,
             }),
             queue: VecDeque::new(),

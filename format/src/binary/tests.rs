@@ -40,7 +40,14 @@ fn check_value(value: &Value) -> Vec<u8> {
 fn check_payload(kind: &EventType, data: &EventData) {
     let bytes = encode(&DataRef(data));
     assert_eq!(validate(&bytes), Ok(()));
-    let decoded = from_slice_seed(&bytes, DataSeed(kind)).unwrap();
+    let decoded = from_slice_seed(
+        &bytes,
+        DataSeed {
+            kind,
+            legacy: false,
+        },
+    )
+    .unwrap();
     assert_eq!(&decoded, data, "{kind}");
     let tree: Value = from_slice(&bytes).unwrap();
     assert_eq!(tree, serde_json::to_value(DataRef(data)).unwrap(), "{kind}");
@@ -48,7 +55,12 @@ fn check_payload(kind: &EventType, data: &EventData) {
 
 fn decode_json_payload(kind: &EventType, text: &str) -> EventData {
     let mut de = serde_json::Deserializer::from_str(text);
-    DataSeed(kind).deserialize(&mut de).unwrap()
+    DataSeed {
+        kind,
+        legacy: false,
+    }
+    .deserialize(&mut de)
+    .unwrap()
 }
 
 /// Accepts any value through `deserialize_any`, so that it takes the visitor path rather

@@ -3,6 +3,7 @@
 
 mod corpus;
 mod hostile;
+mod legacy;
 mod props;
 mod roundtrip;
 mod support;

@@ -4,6 +4,7 @@ mod audit;
 mod catalog;
 mod corpus;
 mod generated;
+mod legacy;
 mod rewrite;
 mod support;
 mod v0_to_v1;
