@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 
-use sessionlog_engine::migrate::{migrate_file, sources, FileOutcome, MigrateOptions, Outcome};
+use sessionlog_engine::migrate::{
+    migrate_file_observed, sources, FileOutcome, MigrateOptions, Outcome,
+};
 
 use crate::commands::{Global, InputArgs};
 use crate::output::{print_json, progress, EXIT_FAULT, EXIT_OK};
@@ -46,7 +48,11 @@ pub fn migrate(global: Global, args: MigrateArgs) -> anyhow::Result<ExitCode> {
     let bar = progress(files.len() as u64, global.quiet || global.json, "migrating");
     let mut outcomes = Vec::with_capacity(files.len());
     for (source, relative) in &files {
-        let outcome = migrate_file(source, relative, &options);
+        let name = source.display().to_string();
+        let outcome = migrate_file_observed(source, relative, &options, &mut |events| {
+            bar.set_message(format!("migrating {name}: {events} events"))
+        });
+        bar.set_message("migrating");
         if let Outcome::Refused { line, reason } = &outcome.outcome {
             let line = line.map(|l| format!(":{l}")).unwrap_or_default();
             bar.suspend(|| eprintln!("{}{line}: {reason}", source.display()));

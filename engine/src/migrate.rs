@@ -21,6 +21,9 @@ use crate::error::Error;
 use crate::files::{open_log, LogInput};
 use crate::transfer::sync_parent;
 
+/// Source events between two progress reports.
+const PROGRESS_EVENTS: u64 = 8192;
+
 /// Events per frame (and write) of a published successor.
 const WRITE_BATCH_EVENTS: usize = 4096;
 
@@ -106,6 +109,17 @@ fn walk(root: &Path, dir: &Path, found: &mut Vec<(PathBuf, PathBuf)>) -> Result<
 
 /// Migrates one source file to V3.
 pub fn migrate_file(source: &Path, relative: &Path, options: &MigrateOptions) -> FileOutcome {
+    migrate_file_observed(source, relative, options, &mut |_| {})
+}
+
+/// [`migrate_file`], calling `progress` with the number of source events read so far every
+/// few thousand events (for a progress display on large files).
+pub fn migrate_file_observed(
+    source: &Path,
+    relative: &Path,
+    options: &MigrateOptions,
+    progress: &mut dyn FnMut(u64),
+) -> FileOutcome {
     let mut result = FileOutcome {
         source: source.to_owned(),
         target: None,
@@ -113,7 +127,7 @@ pub fn migrate_file(source: &Path, relative: &Path, options: &MigrateOptions) ->
         to: FormatVersion::V3.number(),
         outcome: Outcome::Current,
     };
-    match convert(source, relative, options, &mut result) {
+    match convert(source, relative, options, &mut result, progress) {
         Ok(outcome) => result.outcome = outcome,
         Err(error) => result.outcome = refused_by(error),
     }
@@ -144,6 +158,7 @@ fn convert(
     relative: &Path,
     options: &MigrateOptions,
     result: &mut FileOutcome,
+    progress: &mut dyn FnMut(u64),
 ) -> Result<Outcome, Error> {
     let read_options = ReadOptions {
         recovery: Recovery::Strict,
@@ -172,10 +187,10 @@ fn convert(
         snapshot: reader.snapshot(),
     };
     let migrated = if options.dry_run {
-        stream(reader, source, prove, |_| Ok(Discard))?.map(|(summary, _)| summary)
+        stream(reader, source, prove, progress, |_| Ok(Discard))?.map(|(summary, _)| summary)
     } else {
         publish(&target, |temp| {
-            stream(reader, source, prove, |header| {
+            stream(reader, source, prove, progress, |header| {
                 open_successor(temp, header, writer_options)
             })
         })?
@@ -205,6 +220,7 @@ pub(crate) fn stream<S: Sink>(
     mut reader: LogReader<LogInput>,
     path: &Path,
     prove: bool,
+    progress: &mut dyn FnMut(u64),
     open: impl FnOnce(&SessionHeader) -> Result<S, Error>,
 ) -> Result<Result<(Summary, S), Refused>, Error> {
     let options = MigratorOptions {
@@ -233,6 +249,7 @@ pub(crate) fn stream<S: Sink>(
     let mut writer = open(&header)?;
     let mut out = Vec::with_capacity(WRITE_BATCH_EVENTS);
     let mut lines = LineMemo::default();
+    let mut read = 0u64;
     let write = |writer: &mut S, out: &mut Vec<Event>| writer.take(out, path);
     while let Some(next) = reader.next_event() {
         let event = next.map_err(|source| Error::Read {
@@ -245,6 +262,10 @@ pub(crate) fn stream<S: Sink>(
         }
         if out.len() >= WRITE_BATCH_EVENTS {
             write(&mut writer, &mut out)?;
+        }
+        read += 1;
+        if read % PROGRESS_EVENTS == 0 {
+            progress(read);
         }
     }
     let summary = match migrator.finish(&mut out) {
@@ -410,7 +431,7 @@ pub fn read_as_v3(
             events: Vec::new(),
         })
     };
-    match stream(reader, path, true, open)? {
+    match stream(reader, path, true, &mut |_| {}, open)? {
         Ok((_, collected)) => Ok((collected.header, collected.events, snapshot)),
         Err(refused) => {
             let line = refused.line.map(|l| format!(":{l}")).unwrap_or_default();
@@ -437,7 +458,7 @@ pub(crate) fn migration_refusal(
         },
     )
     .map_err(|e| migration_error(None, e.to_string()))?;
-    match stream(reader, path, true, |_| Ok(Discard)) {
+    match stream(reader, path, true, &mut |_| {}, |_| Ok(Discard)) {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(refused)) => Err(migration_error(refused.line, refused.reason)),
         Err(error) => Err(migration_error(None, error.to_string())),

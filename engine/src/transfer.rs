@@ -100,13 +100,14 @@ fn import_migrated(
         snapshot,
     };
     let discard = |_: &SessionHeader| Ok(crate::migrate::Discard);
-    let proved = crate::migrate::stream(open_log(path, options)?, path, true, discard)?;
+    let proved =
+        crate::migrate::stream(open_log(path, options)?, path, true, &mut |_| {}, discard)?;
     let streamed = match proved {
         Ok(_) => {
             let reader = open_log(path, options)?;
             let snapshot = reader.snapshot();
             let open = open_session(store, path, snapshot, on_commit);
-            crate::migrate::stream(reader, path, false, open)?
+            crate::migrate::stream(reader, path, false, &mut |_| {}, open)?
         }
         Err(refused) => Err(refused),
     };
