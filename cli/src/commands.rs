@@ -14,6 +14,7 @@ use sessionlog_format::{Compression, FormatVersion, ReadOptions, Recovery, Snaps
 
 use crate::migrate_command;
 use crate::output::{print_json, progress, EXIT_FAULT, EXIT_OK};
+use crate::requests_command;
 use crate::store_commands;
 
 /// sessionlog: a storage engine and toolkit for dsh agent session logs.
@@ -50,6 +51,23 @@ enum Command {
     Surface(store_commands::ViewArgs),
     /// Write proven, request-equivalent V3 successors of older logs (never overwriting).
     Migrate(migrate_command::MigrateArgs),
+    /// Every request the model was sent: messages, estimated tokens, the prefix shared with
+    /// the previous request and why it broke.
+    Requests(requests_command::RequestsArgs),
+    /// A readable transcript of a log file or a stored session: its appended messages, and
+    /// one-line markers for turns, prompt changes, compactions, prunes and retries.
+    Show(crate::show_command::ShowArgs),
+    /// One row per session file (walking dsh roots) or stored session: integrity, requests,
+    /// prompt versions, compactions and predicted cache reuse; exit 1 on any fault.
+    Audit(crate::audit_command::AuditArgs),
+    /// The first request (or, with @SEQ, message) where two logs or two points differ.
+    Diff(crate::diff_command::DiffArgs),
+    /// The main job: generate a dsh root of every layout, migrate, import, verify, audit, and
+    /// report one session's requests; prints where the store was written.
+    Demo(crate::demo_command::DemoArgs),
+    /// The prompt history of a session: each version, append or head rewrite, and which one
+    /// is effective now.
+    Prompt(crate::prompt_command::PromptArgs),
 }
 
 #[derive(Debug, Args)]
@@ -167,6 +185,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Messages(args) => store_commands::messages(global, args),
         Command::Surface(args) => store_commands::surface(global, args),
         Command::Migrate(args) => migrate_command::migrate(global, args),
+        Command::Requests(args) => requests_command::run(global, args),
+        Command::Show(args) => crate::show_command::show(global, args),
+        Command::Audit(args) => crate::audit_command::audit(global, args),
+        Command::Diff(args) => crate::diff_command::diff(global, args),
+        Command::Demo(args) => crate::demo_command::demo(global, args),
+        Command::Prompt(args) => crate::prompt_command::prompt(global, args),
     }
 }
 

@@ -1,9 +1,15 @@
 //! `sessionlog`: the operator command line. It parses arguments, calls one engine function per
 //! command, and prints; the contract is `shared/CLI.md` (grammar, exit codes, `--json` shapes).
 
+mod audit_command;
 mod commands;
+mod demo_command;
+mod diff_command;
 mod migrate_command;
 mod output;
+mod prompt_command;
+mod requests_command;
+mod show_command;
 mod store_commands;
 
 use std::process::ExitCode;
@@ -23,7 +29,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) if output::is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("sessionlog: {error:#}");
+            eprintln!("sessionlog: {}", output::error_text(&error));
             ExitCode::from(output::EXIT_FAULT)
         }
     }

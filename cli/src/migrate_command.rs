@@ -90,7 +90,7 @@ fn outcome_json(outcome: &FileOutcome) -> serde_json::Value {
     })
 }
 
-fn print_table(outcomes: &[FileOutcome], dry_run: bool) {
+pub(crate) fn print_table(outcomes: &[FileOutcome], dry_run: bool) {
     for outcome in outcomes {
         let target = outcome
             .target

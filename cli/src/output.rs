@@ -31,6 +31,23 @@ pub fn progress(total: u64, quiet: bool, what: &str) -> ProgressBar {
     bar
 }
 
+/// An error and its causes on one line, `a: b: c`, leaving out a cause whose text the
+/// message before it already contains (engine errors name their I/O cause themselves).
+pub fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
 /// A closed stdout (`sessionlog cat | head`) is success, not an error.
 pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {

@@ -25,14 +25,14 @@ pub struct DbArgs {
 }
 
 impl DbArgs {
-    fn path(&self) -> anyhow::Result<PathBuf> {
+    pub(crate) fn path(&self) -> anyhow::Result<PathBuf> {
         match &self.db {
             Some(path) => Ok(path.clone()),
             None => default_path().ok_or_else(|| anyhow!("no --db, no SESSIONLOG_DB and no HOME")),
         }
     }
 
-    fn open(&self) -> anyhow::Result<Store> {
+    pub(crate) fn open(&self) -> anyhow::Result<Store> {
         let path = self.path()?;
         Store::open(&path).with_context(|| format!("cannot open the store {}", path.display()))
     }

@@ -15,14 +15,20 @@
 //! assert!(report.ok);
 //! ```
 
+pub mod audit;
 pub mod cat;
 pub mod check;
+pub mod demo;
+pub mod diff;
 pub mod error;
 pub mod files;
 pub mod generate;
 pub mod inspect;
 pub mod migrate;
+pub mod prompt;
+pub mod requests;
 pub mod service;
+pub mod show;
 pub mod store;
 pub mod transfer;
 

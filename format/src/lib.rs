@@ -48,6 +48,7 @@ pub mod seq_map;
 pub mod seq_ranges;
 pub mod stream;
 pub mod surface;
+pub mod tokens;
 pub mod version;
 pub mod writer;
 

@@ -49,7 +49,8 @@ pub struct Summary {
     pub requests_proved: Option<u64>,
     /// The target's inherited cut (0 for an unseeded log).
     pub cut: u64,
-    /// Events written.
+    /// Events read and written.
+    pub source_events: u64,
     pub target_events: u64,
 }
 
@@ -62,6 +63,7 @@ pub struct Migrator {
     proof: Option<RequestProof>,
     /// The proof's source side is the first stage's output (a V0 source).
     proof_after_first: bool,
+    source_events: u64,
     target_events: u64,
     finished: bool,
 }
@@ -104,7 +106,8 @@ impl Migrator {
                 snapshot: options.stage.snapshot,
             })
         };
-        let proof_after_first = from == FormatVersion::V0 && !stages.is_empty();
+        let chained = !stages.is_empty();
+        let proof_after_first = from == FormatVersion::V0 && chained;
         let folded = if proof_after_first {
             FormatVersion::V1
         } else {
@@ -114,10 +117,12 @@ impl Migrator {
             from,
             stages,
             target: options.prove.then(fold),
-            proof: options
-                .prove
+            // A current log passes through unchanged: there is nothing to prove, but its events
+            // are still admitted under the V3 rules.
+            proof: (options.prove && chained)
                 .then(|| RequestProof::new(from, folded, options.stage.snapshot)),
             proof_after_first,
+            source_events: 0,
             target_events: 0,
             finished: false,
         };
@@ -135,6 +140,7 @@ impl Migrator {
             return Err(Refusal::chain(self.from, None, Reason::Finished));
         }
         let source_seq = event.seq;
+        self.source_events += 1;
         if let Some(proof) = self.proof.as_mut().filter(|_| !self.proof_after_first) {
             proof.source_event(event.clone());
         }
@@ -194,6 +200,7 @@ impl Migrator {
             requests_proved,
             // A current log passes through unchanged; its cut is the reader's business.
             cut: cut.unwrap_or(0),
+            source_events: self.source_events,
             target_events: self.target_events,
         })
     }

@@ -1,7 +1,11 @@
 //! Integration tests of the `sessionlog` binary: the CLI.md contract, end to end.
 
+mod audit;
 mod check;
 mod migrate;
+mod prompt;
+mod requests;
+mod show;
 mod store;
 mod support;
 mod tidy;

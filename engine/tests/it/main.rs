@@ -1,10 +1,13 @@
 //! Integration tests of the engine: the store's admission, durability and folds.
 
 mod admission;
+mod audit;
 mod chain;
 mod faults;
 mod kill;
 mod model;
+mod prompt;
+mod requests;
 mod roundtrip;
 mod service;
 mod support;

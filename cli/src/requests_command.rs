@@ -1,0 +1,275 @@
+//! `requests`: every request the model was sent, with its shared prefix, as a table or JSON.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context};
+use clap::Args;
+use serde_json::{json, Value};
+
+use sessionlog_engine::inspect::SessionSource;
+use sessionlog_engine::requests::{
+    requests, PrefixBreak, RequestOptions, RequestReport, RequestRow, RequestSummary,
+};
+use sessionlog_engine::store::{default_path, Store};
+
+use crate::commands::{Global, InputArgs};
+use crate::output::{print_json, EXIT_OK};
+
+/// Estimated tokens follow the token meter's heuristic (4 characters per token, 4 per block
+/// and per message) and include the header's tools. The shared prefix is what a prompt cache
+/// could reuse from the previous request: nothing after a header change, else the tools and
+/// the longest common run of leading messages.
+#[derive(Debug, Args)]
+pub struct RequestsArgs {
+    /// The store file. Without it, an existing FILE is read as a log; otherwise SESSION is
+    /// looked up in $SESSIONLOG_DB, else the default store of the README.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    #[command(flatten)]
+    input: InputArgs,
+    /// A log file of any version, or a session id in the store.
+    source: String,
+}
+
+pub fn run(global: Global, args: RequestsArgs) -> anyhow::Result<ExitCode> {
+    // The bodies are only printed in JSON; the table needs none.
+    let options = RequestOptions {
+        bodies: global.json,
+    };
+    let report = report(&args, options)?;
+    if report.snapshot && !global.quiet {
+        eprintln!(
+            "{}: note: read as a normalized snapshot recording (seq = row index, time = 0)",
+            args.source
+        );
+    }
+    if global.json {
+        print_json(&report_json(&report)?)?;
+    } else {
+        let mut out = io::BufWriter::new(io::stdout().lock());
+        write_table(&mut out, &report)?;
+        out.flush()?;
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+fn report(args: &RequestsArgs, options: RequestOptions) -> anyhow::Result<RequestReport> {
+    let path = Path::new(&args.source);
+    if args.db.is_none() && path.is_file() {
+        let source = SessionSource::File {
+            path,
+            snapshot: args.input.snapshot.into(),
+        };
+        return Ok(requests(source, options)?);
+    }
+    if args.db.is_none() && looks_like_a_file(path) {
+        // Without this, a mistyped file name would open (and create) the default store.
+        bail!("{}: no such file", args.source);
+    }
+    let db = match &args.db {
+        Some(db) => db.clone(),
+        None => std::env::var_os("SESSIONLOG_DB")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(default_path)
+            .ok_or_else(|| anyhow!("no --db, no SESSIONLOG_DB and no HOME"))?,
+    };
+    let store =
+        Store::open(&db).with_context(|| format!("cannot open the store {}", db.display()))?;
+    let source = SessionSource::Store {
+        store: &store,
+        session: &args.source,
+    };
+    Ok(requests(source, options)?)
+}
+
+/// A path rather than a session id: it names a directory or a log file suffix.
+fn looks_like_a_file(path: &Path) -> bool {
+    let name = path.to_string_lossy();
+    name.contains(std::path::MAIN_SEPARATOR) || name.ends_with(".jsonl") || name.ends_with(".zstd")
+}
+
+/// The CLI.md document: `{"session","requests":[...],"summary":{...}}`.
+pub fn report_json(report: &RequestReport) -> anyhow::Result<Value> {
+    let rows: Vec<Value> = report
+        .requests
+        .iter()
+        .map(row_json)
+        .collect::<Result<_, _>>()?;
+    Ok(json!({
+        "session": report.session,
+        "snapshot": report.snapshot,
+        "requests": rows,
+        "summary": summary_json(&report.summary),
+    }))
+}
+
+fn row_json(row: &RequestRow) -> anyhow::Result<Value> {
+    let messages = match &row.messages {
+        Some(messages) => Some(
+            messages
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        None => None,
+    };
+    let usage = row.usage.as_ref().map(serde_json::to_value).transpose()?;
+    let broken_by = row
+        .prefix
+        .broken_by
+        .as_ref()
+        .map(|b| json!({ "kind": b.name(), "seq": b.seq() }));
+    Ok(json!({
+        "index": row.index,
+        "seq": row.seq,
+        "turn": row.turn,
+        "step": row.step,
+        "settled": row.settled,
+        "reason": row.reason,
+        "config": row.config,
+        "adapterDefaults": row.adapter_defaults,
+        "tools": row.tools.as_deref(),
+        "context": row.context,
+        "messageCount": row.message_count,
+        "estimatedTokens": row.estimated_tokens,
+        "toolsTokens": row.tools_tokens,
+        "messages": messages,
+        "prefix": {
+            "messages": row.prefix.messages,
+            "estimatedTokens": row.prefix.estimated_tokens,
+            "brokenBy": broken_by,
+        },
+        "usage": usage,
+    }))
+}
+
+fn summary_json(summary: &RequestSummary) -> Value {
+    json!({
+        "requests": summary.requests,
+        "estimatedTokens": summary.estimated_tokens,
+        "predictedReusedTokens": summary.predicted_reused_tokens,
+        "predictedReuseRatio": summary.predicted_reuse_ratio,
+        "recordedInputTokens": summary.recorded_input_tokens,
+        "recordedCacheReadTokens": summary.recorded_cache_read_tokens,
+        "promptAppends": summary.prompt_appends,
+        "promptRewrites": summary.prompt_rewrites,
+        "promptClears": summary.prompt_clears,
+        "promptHistoryRewrites": summary.prompt_history_rewrites,
+        "prefixBreaks": summary.prefix_breaks,
+    })
+}
+
+const COLUMNS: [&str; N_COLUMNS] = [
+    "REQ",
+    "SEQ",
+    "TURN",
+    "STEP",
+    "SETTLED",
+    "REASON",
+    "MSGS",
+    "TOKENS",
+    "PREFIX",
+    "PREFIX_TOKENS",
+    "INPUT",
+    "CACHE_READ",
+    "BROKEN_BY",
+];
+/// The last column is left-aligned and not padded; the text columns are left-aligned too.
+const LEFT_ALIGNED: [bool; N_COLUMNS] = [
+    false, false, false, false, true, true, false, false, false, false, false, false, true,
+];
+const N_COLUMNS: usize = 13;
+
+/// One row per request, columns aligned, then the summary block.
+pub fn write_table(out: &mut impl Write, report: &RequestReport) -> io::Result<()> {
+    let n = report.requests.len();
+    writeln!(out, "session {}: {n} requests", report.session)?;
+    let mut cells: Vec<[String; N_COLUMNS]> = vec![COLUMNS.map(str::to_owned)];
+    cells.extend(report.requests.iter().map(row_cells));
+    let mut widths = [0usize; N_COLUMNS];
+    for row in &cells {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    for row in &cells {
+        let mut line = String::new();
+        for (col_idx, cell) in row.iter().enumerate() {
+            if col_idx > 0 {
+                line.push_str("  ");
+            }
+            let width = widths[col_idx];
+            if col_idx == COLUMNS.len() - 1 {
+                line.push_str(cell);
+            } else if LEFT_ALIGNED[col_idx] {
+                line.push_str(&format!("{cell:<width$}"));
+            } else {
+                line.push_str(&format!("{cell:>width$}"));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    write_summary(out, &report.summary)
+}
+
+fn row_cells(row: &RequestRow) -> [String; N_COLUMNS] {
+    let optional = |value: Option<u64>| value.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    let input = row.usage.as_ref().map(|u| u.input_tokens);
+    let cache_read = row.usage.as_ref().and_then(|u| u.cache_read_tokens);
+    [
+        row.index.to_string(),
+        row.seq.to_string(),
+        row.turn.to_string(),
+        row.step.to_string(),
+        row.settled.to_owned(),
+        row.reason.clone().unwrap_or_else(|| "-".to_owned()),
+        row.message_count.to_string(),
+        row.estimated_tokens.to_string(),
+        row.prefix.messages.to_string(),
+        row.prefix.estimated_tokens.to_string(),
+        optional(input),
+        optional(cache_read),
+        row.prefix
+            .broken_by
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), break_cell),
+    ]
+}
+
+fn break_cell(cause: &PrefixBreak) -> String {
+    format!("{}@{}", cause.name(), cause.seq())
+}
+
+fn write_summary(out: &mut impl Write, summary: &RequestSummary) -> io::Result<()> {
+    let optional = |value: Option<u64>| value.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    let reuse = format!(
+        "{} ({:.1}%)",
+        summary.predicted_reused_tokens,
+        summary.predicted_reuse_ratio * 100.0
+    );
+    let lines = [
+        ("estimated tokens", summary.estimated_tokens.to_string()),
+        ("predicted reuse", reuse),
+        ("recorded input", optional(summary.recorded_input_tokens)),
+        (
+            "recorded cache reads",
+            optional(summary.recorded_cache_read_tokens),
+        ),
+        ("prefix breaks", summary.prefix_breaks.to_string()),
+        ("prompt appends", summary.prompt_appends.to_string()),
+        ("prompt rewrites", summary.prompt_rewrites.to_string()),
+        ("prompt clears", summary.prompt_clears.to_string()),
+        (
+            "prompt history rewrites",
+            summary.prompt_history_rewrites.to_string(),
+        ),
+    ];
+    writeln!(out)?;
+    for (name, value) in lines {
+        writeln!(out, "{name:<24}{value}")?;
+    }
+    Ok(())
+}

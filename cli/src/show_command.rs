@@ -1,0 +1,422 @@
+//! `show`: print a session's transcript, through a pager when stdout is a terminal.
+
+use std::env;
+use std::ffi::OsString;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use serde_json::{json, Value};
+
+use sessionlog_engine::inspect::SessionSource;
+use sessionlog_engine::show::{
+    show as build_transcript, Block, Body, Entry, EntryBody, Marker, MessageEntry, ShowOptions,
+    Transcript, BODY_BYTES_MAX_DEFAULT,
+};
+use sessionlog_engine::store::{default_path, Store};
+
+use crate::commands::{Global, InputArgs};
+use crate::output::{print_json, EXIT_OK};
+
+/// The pager when `$PAGER` is unset: quit if one screen, pass raw control codes, keep the
+/// screen on exit.
+const PAGER_DEFAULT: &str = "less -FRX";
+/// Body lines of a message are indented this much, nested bodies twice as much.
+const INDENT: &str = "    ";
+const INDENT_NESTED: &str = "      ";
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The store holding SESSION. Without it, SOURCE is a file when one exists at that path
+    /// (or it looks like a path), else a session in $SESSIONLOG_DB or the default store.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    #[command(flatten)]
+    input: InputArgs,
+    /// Cut each text, reasoning, tool-call argument or tool-result body after this many
+    /// bytes; 0 never cuts.
+    #[arg(long, value_name = "BYTES", default_value_t = BODY_BYTES_MAX_DEFAULT)]
+    max_body_bytes: usize,
+    /// Print directly, even when stdout is a terminal.
+    #[arg(long)]
+    no_pager: bool,
+    /// A log file of any version, or a session id in the store.
+    #[arg(value_name = "FILE|SESSION")]
+    source: String,
+}
+
+pub fn show(global: Global, args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let options = ShowOptions {
+        body_bytes_max: (args.max_body_bytes > 0).then_some(args.max_body_bytes),
+    };
+    let transcript = transcript(&args, options)?;
+    if transcript.snapshot && !global.quiet {
+        eprintln!(
+            "{}: note: read as a normalized snapshot recording (seq = row index, time = 0)",
+            args.source
+        );
+    }
+    if global.json {
+        print_json(&document(&transcript))?;
+        return Ok(ExitCode::from(EXIT_OK));
+    }
+    if !args.no_pager && io::stdout().is_terminal() {
+        if let Some(pager) = pager_command(env::var_os("PAGER")) {
+            if page(&pager, &transcript)? {
+                return Ok(ExitCode::from(EXIT_OK));
+            }
+        }
+    }
+    let mut out = BufWriter::new(io::stdout().lock());
+    render(&transcript, &mut out)?;
+    out.flush()?;
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+/// Reads the source: the store with `--db`; else a file when the argument is one or looks
+/// like a path; else a session in the store named by `$SESSIONLOG_DB` or the default path.
+fn transcript(args: &ShowArgs, options: ShowOptions) -> anyhow::Result<Transcript> {
+    let path = Path::new(&args.source);
+    if args.db.is_none() && (path.is_file() || looks_like_path(&args.source)) {
+        let source = SessionSource::File {
+            path,
+            snapshot: args.input.snapshot.into(),
+        };
+        return Ok(build_transcript(source, options)?);
+    }
+    let db = store_path(args.db.as_deref())?;
+    // Opening creates a missing store; showing must not.
+    if !db.exists() {
+        return Err(anyhow!(
+            "{}: no such store (and {} is not a file)",
+            db.display(),
+            args.source
+        ));
+    }
+    let store =
+        Store::open(&db).with_context(|| format!("cannot open the store {}", db.display()))?;
+    let source = SessionSource::Store {
+        store: &store,
+        session: &args.source,
+    };
+    Ok(build_transcript(source, options)?)
+}
+
+/// A session id never holds a path separator, and log files end in `.jsonl[.zstd]`.
+fn looks_like_path(source: &str) -> bool {
+    source.contains(std::path::MAIN_SEPARATOR)
+        || source.contains('/')
+        || source.ends_with(".jsonl")
+        || source.ends_with(".zstd")
+}
+
+fn store_path(db: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(db) = db {
+        return Ok(db.to_owned());
+    }
+    if let Some(db) = env::var_os("SESSIONLOG_DB").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(db));
+    }
+    default_path().ok_or_else(|| anyhow!("no --db, no SESSIONLOG_DB and no HOME"))
+}
+
+/// The pager's program and arguments: `$PAGER` split at whitespace, or [`PAGER_DEFAULT`] when
+/// it is unset; `None` when it is empty or `cat` (print directly).
+fn pager_command(pager: Option<OsString>) -> Option<Vec<String>> {
+    let pager = match pager {
+        None => PAGER_DEFAULT.to_owned(),
+        Some(value) => value.into_string().ok()?,
+    };
+    let words: Vec<String> = pager.split_whitespace().map(str::to_owned).collect();
+    match words.first().map(String::as_str) {
+        None | Some("cat") => None,
+        Some(_) => Some(words),
+    }
+}
+
+/// Renders into the pager's stdin and waits for it. `Ok(false)` when the pager cannot be
+/// started, so that the caller prints directly; quitting the pager early is success.
+fn page(command: &[String], transcript: &Transcript) -> anyhow::Result<bool> {
+    let Some((program, pager_args)) = command.split_first() else {
+        return Ok(false);
+    };
+    let Ok(mut child) = Command::new(program)
+        .args(pager_args)
+        .stdin(Stdio::piped())
+        .spawn()
+    else {
+        return Ok(false);
+    };
+    let written = match child.stdin.take() {
+        Some(stdin) => {
+            let mut out = BufWriter::new(stdin);
+            render(transcript, &mut out).and_then(|()| out.flush())
+        }
+        None => Ok(()),
+    };
+    // The pager's stdin is closed here (the writer was dropped), so it sees the end.
+    child
+        .wait()
+        .with_context(|| format!("cannot wait for the pager {program}"))?;
+    match written {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(true),
+    }
+}
+
+/// The human transcript: a title line, then the entries; each message is set off by blank
+/// lines, and each marker is one line (`==` for turn boundaries, `--` for the others).
+fn render(transcript: &Transcript, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "session {}", clean(&transcript.session))?;
+    let mut after_message = true;
+    for entry in &transcript.entries {
+        match &entry.body {
+            EntryBody::Message(message) => {
+                writeln!(out)?;
+                render_message(entry, message, out)?;
+                after_message = true;
+            }
+            EntryBody::Marker(marker) => {
+                if after_message {
+                    writeln!(out)?;
+                }
+                let sigil = match marker {
+                    Marker::TurnStart { .. } | Marker::TurnEnd { .. } => "==",
+                    _ => "--",
+                };
+                let text = clean(&marker.describe());
+                writeln!(out, "{sigil} #{} {text}", entry.seq)?;
+                after_message = false;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `#9 assistant (turn 1, step 1)`, then the blocks.
+fn render_message(entry: &Entry, message: &MessageEntry, out: &mut dyn Write) -> io::Result<()> {
+    let mut title = format!("#{} {}", entry.seq, message.role);
+    if let [Block::ToolResult {
+        tool_call_id,
+        name,
+        is_error,
+        ..
+    }] = message.blocks.as_slice()
+    {
+        let name = name.as_deref().unwrap_or("?");
+        title.push_str(&format!(" {name} {tool_call_id}"));
+        if *is_error {
+            title.push_str(" [error]");
+        }
+    }
+    let default_source = matches!(message.source.as_str(), "" | "user" | "model" | "tool");
+    if !default_source {
+        title.push_str(&format!(" from {}", message.source));
+    }
+    if message.interrupted {
+        title.push_str(" [interrupted]");
+    }
+    match (entry.turn, entry.step) {
+        (Some(turn), Some(step)) => title.push_str(&format!(" (turn {turn}, step {step})")),
+        (Some(turn), None) => title.push_str(&format!(" (turn {turn})")),
+        _ => {}
+    }
+    writeln!(out, "{}", clean(&title))?;
+    if message.blocks.is_empty() {
+        writeln!(out, "{INDENT}(no content)")?;
+    }
+    for block in &message.blocks {
+        render_block(block, out)?;
+    }
+    Ok(())
+}
+
+fn render_block(block: &Block, out: &mut dyn Write) -> io::Result<()> {
+    match block {
+        Block::Text(body) => render_body(body, INDENT, out),
+        Block::Reasoning(body) => {
+            writeln!(out, "{INDENT}[reasoning]")?;
+            render_body(body, INDENT_NESTED, out)
+        }
+        Block::ToolCall {
+            id,
+            name,
+            arguments,
+        } => {
+            writeln!(out, "{INDENT}[tool call] {} {}", clean(name), clean(id))?;
+            render_body(arguments, INDENT_NESTED, out)
+        }
+        Block::ToolResult { content, .. } => render_body(content, INDENT, out),
+        Block::Attachment { description, .. } => {
+            writeln!(out, "{INDENT}[{}]", clean(description))
+        }
+        Block::Other { tag } => writeln!(out, "{INDENT}[{} block]", clean(tag)),
+    }
+}
+
+/// The body's lines, indented, then how many bytes were cut. Leading and trailing newlines
+/// are dropped and blank lines carry no indentation, so the output has no trailing spaces.
+fn render_body(body: &Body, indent: &str, out: &mut dyn Write) -> io::Result<()> {
+    let text = body.text.replace("\r\n", "\n");
+    let text = text.trim_matches('\n');
+    if text.is_empty() && body.cut_bytes == 0 {
+        return writeln!(out, "{indent}(empty)");
+    }
+    for line in text.split('\n') {
+        let line = clean(line);
+        let line = line.trim_end();
+        if line.is_empty() {
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{indent}{line}")?;
+        }
+    }
+    if body.cut_bytes > 0 {
+        writeln!(out, "{indent}[... {} bytes cut]", body.cut_bytes)?;
+    }
+    Ok(())
+}
+
+/// Control characters other than newline and tab, escaped (`\u{1b}`), so that a log cannot
+/// drive the terminal.
+fn clean(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `{"session","entries":[...]}`.
+fn document(transcript: &Transcript) -> Value {
+    let entries: Vec<Value> = transcript.entries.iter().map(entry_json).collect();
+    json!({ "session": transcript.session, "entries": entries })
+}
+
+fn entry_json(entry: &Entry) -> Value {
+    let (kind, fields) = match &entry.body {
+        EntryBody::Message(message) => {
+            let blocks: Vec<Value> = message.blocks.iter().map(block_json).collect();
+            let fields = json!({
+                "role": message.role,
+                "source": message.source,
+                "interrupted": message.interrupted,
+                "blocks": blocks,
+            });
+            ("message", fields)
+        }
+        EntryBody::Marker(marker) => {
+            let mut fields = json!({ "text": marker.describe() });
+            merge(&mut fields, marker_json(marker));
+            (marker.name(), fields)
+        }
+    };
+    let mut value =
+        json!({ "kind": kind, "seq": entry.seq, "turn": entry.turn, "step": entry.step });
+    merge(&mut value, fields);
+    value
+}
+
+fn block_json(block: &Block) -> Value {
+    match block {
+        Block::Text(body) => body_json("text", body, json!({})),
+        Block::Reasoning(body) => body_json("reasoning", body, json!({})),
+        Block::ToolCall {
+            id,
+            name,
+            arguments,
+        } => body_json("tool-call", arguments, json!({ "id": id, "name": name })),
+        Block::ToolResult {
+            tool_call_id,
+            name,
+            is_error,
+            content,
+        } => {
+            let extra = json!({ "toolCallId": tool_call_id, "name": name, "isError": is_error });
+            body_json("tool-result", content, extra)
+        }
+        Block::Attachment { kind, description } => json!({ "type": kind, "text": description }),
+        Block::Other { tag } => json!({ "type": tag, "text": format!("[{tag} block]") }),
+    }
+}
+
+/// `{"type", ...extra, "text", "cutBytes"}`.
+fn body_json(tag: &str, body: &Body, extra: Value) -> Value {
+    let mut value = json!({ "type": tag });
+    merge(&mut value, extra);
+    merge(
+        &mut value,
+        json!({ "text": body.text, "cutBytes": body.cut_bytes }),
+    );
+    value
+}
+
+/// The fields particular to each marker kind.
+fn marker_json(marker: &Marker) -> Value {
+    match marker {
+        Marker::TurnStart { .. } => json!({}),
+        Marker::TurnEnd { reason, .. } => json!({ "reason": reason }),
+        Marker::Prompt(p) | Marker::PromptAppend(p) => {
+            json!({ "bytes": p.size_bytes, "excerpt": p.excerpt })
+        }
+        Marker::PromptRewrite {
+            replaced_seq,
+            head,
+            prompt,
+        } => json!({
+            "replacedSeq": replaced_seq,
+            "head": head,
+            "bytes": prompt.size_bytes,
+            "excerpt": prompt.excerpt,
+        }),
+        Marker::PromptClear { replaced_seq } => json!({ "replacedSeq": replaced_seq }),
+        Marker::Compaction(c) => json!({
+            "compactionId": c.id,
+            "shadowedSeqs": c.shadowed_seqs,
+            "shadowedTokens": c.shadowed_tokens,
+            "summaryBytes": c.summary_bytes,
+            "checkpointSeq": c.checkpoint_seq,
+            "endSeq": c.end_seq,
+            "error": c.error,
+        }),
+        Marker::Prune {
+            shadowed_seqs,
+            shadowed_tokens,
+            rewrite_seq,
+        } => json!({
+            "shadowedSeqs": shadowed_seqs,
+            "shadowedTokens": shadowed_tokens,
+            "rewriteSeq": rewrite_seq,
+        }),
+        Marker::Attempt { finish } => json!({ "finish": finish }),
+        Marker::Retry {
+            retry,
+            retries_max,
+            delay_ms,
+            failure,
+        } => json!({
+            "retry": retry,
+            "maxRetries": retries_max,
+            "delayMs": delay_ms,
+            "failure": failure,
+        }),
+        Marker::Replace {
+            event_type,
+            start_seq,
+            end_seq,
+        } => json!({ "eventType": event_type, "startSeq": start_seq, "endSeq": end_seq }),
+    }
+}
+
+/// Moves the members of the object `from` into the object `into`.
+fn merge(into: &mut Value, from: Value) {
+    if let (Value::Object(into), Value::Object(from)) = (into, from) {
+        into.extend(from);
+    }
+}
