@@ -54,6 +54,8 @@ enum Command {
     /// Every request the model was sent: messages, estimated tokens, the prefix shared with
     /// the previous request and why it broke.
     Requests(requests_command::RequestsArgs),
+    /// Drives agent turns (replay or DeepSeek), writing everything to the store.
+    Run(crate::run_command::RunArgs),
     /// A readable transcript of a log file or a stored session: its appended messages, and
     /// one-line markers for turns, prompt changes, compactions, prunes and retries.
     Show(crate::show_command::ShowArgs),
@@ -186,6 +188,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Surface(args) => store_commands::surface(global, args),
         Command::Migrate(args) => migrate_command::migrate(global, args),
         Command::Requests(args) => requests_command::run(global, args),
+        Command::Run(args) => crate::run_command::run(global, args),
         Command::Show(args) => crate::show_command::show(global, args),
         Command::Audit(args) => crate::audit_command::audit(global, args),
         Command::Diff(args) => crate::diff_command::diff(global, args),

@@ -9,6 +9,7 @@ mod migrate_command;
 mod output;
 mod prompt_command;
 mod requests_command;
+mod run_command;
 mod show_command;
 mod store_commands;
 

@@ -8,6 +8,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use serde_json::{json, Value};
 
+use sessionlog_engine::agent::deepseek::serialize::deepseek_row_body;
 use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::requests::{
     requests, PrefixBreak, RequestOptions, RequestReport, RequestRow, RequestSummary,
@@ -122,7 +123,7 @@ fn row_json(row: &RequestRow) -> anyhow::Result<Value> {
         .broken_by
         .as_ref()
         .map(|b| json!({ "kind": b.name(), "seq": b.seq() }));
-    Ok(json!({
+    let mut out = json!({
         "index": row.index,
         "seq": row.seq,
         "turn": row.turn,
@@ -143,7 +144,12 @@ fn row_json(row: &RequestRow) -> anyhow::Result<Value> {
             "brokenBy": broken_by,
         },
         "usage": usage,
-    }))
+    });
+    // On a DeepSeek route: the wire body the adapter's serializer rebuilds from the log.
+    if let (Some(body), Some(object)) = (deepseek_row_body(row), out.as_object_mut()) {
+        object.insert("body".into(), body);
+    }
+    Ok(out)
 }
 
 fn summary_json(summary: &RequestSummary) -> Value {

@@ -15,6 +15,7 @@
 //! assert!(report.ok);
 //! ```
 
+pub mod agent;
 pub mod audit;
 pub mod cat;
 pub mod check;

@@ -5,6 +5,7 @@ mod check;
 mod migrate;
 mod prompt;
 mod requests;
+mod run;
 mod show;
 mod store;
 mod support;

@@ -54,8 +54,8 @@ fn check_golden(name: &str, actual: &str) {
     );
 }
 
-/// The `--json` document without its bulk: each request's messages become their number and
-/// its tools their names; then one line for the session and summary and one line per request.
+/// The `--json` document without its bulk: each request's messages become their number, its
+/// tools their names, and its wire body (on a DeepSeek route) its model and counts; then one line for the session and summary and one line per request.
 fn golden_json(doc: &Value) -> String {
     let mut lines = vec![json!({
         "session": doc["session"],
@@ -72,6 +72,14 @@ fn golden_json(doc: &Value) -> String {
             .map(|tools| tools.iter().map(|t| t["name"].clone()).collect())
             .unwrap_or_default();
         request["tools"] = Value::Array(names);
+        if let Some(body) = request.get("body").cloned() {
+            let count = |key: &str| body[key].as_array().map_or(0, Vec::len);
+            request["body"] = json!({
+                "model": body["model"],
+                "messages": count("messages"),
+                "tools": count("tools"),
+            });
+        }
         lines.push(request.to_string());
     }
     lines.join("\n") + "\n"

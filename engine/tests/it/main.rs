@@ -1,6 +1,7 @@
 //! Integration tests of the engine: the store's admission, durability and folds.
 
 mod admission;
+mod agent;
 mod audit;
 mod chain;
 mod faults;

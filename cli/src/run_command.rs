@@ -1,0 +1,152 @@
+//! `sessionlog run`: drives agent turns against the replay provider or a DeepSeek-compatible
+//! endpoint, writing everything to the store, then prints the request/prefix report. With
+//! `--json`, the reply is not streamed and stdout carries one document:
+//! `{"session","turn","steps","reply","planMode","report":<the requests --json document>}`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use sessionlog_engine::agent::adapter::LlmAdapter;
+use sessionlog_engine::agent::deepseek::client::DeepSeekClient;
+use sessionlog_engine::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL};
+use sessionlog_engine::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
+use sessionlog_engine::agent::turn::Agent;
+use sessionlog_engine::agent::CancelToken;
+use sessionlog_engine::inspect::SessionSource;
+use sessionlog_engine::prompt::capability::{
+    Adapter, Catalog, PreparedCall, DEEPSEEK_FLASH, DEEPSEEK_PROVIDER,
+};
+use sessionlog_engine::requests::{requests, RequestOptions};
+
+use serde_json::json;
+
+use crate::commands::Global;
+use crate::output::print_json;
+use crate::store_commands::DbArgs;
+
+/// The timeout of every HTTP request.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// The session: resumed as a new turn when it exists, created when new.
+    #[arg(long)]
+    session: Option<String>,
+    /// `replay` (keyless, the default) or `deepseek`.
+    #[arg(long, default_value = "replay")]
+    provider: String,
+    /// The catalog model; `deepseek-flash` declares in-history prompt updates.
+    #[arg(long, default_value = DEEPSEEK_FLASH)]
+    model: String,
+    /// The DeepSeek base URL (default: $DEEPSEEK_BASE_URL, else the public endpoint).
+    #[arg(long, env = BASE_URL_ENV)]
+    base_url: Option<String>,
+    /// Overrides the route's context window (tokens).
+    #[arg(long)]
+    context_window: Option<u64>,
+    /// A replay script (JSON; see the engine's `agent::replay`).
+    #[arg(long)]
+    script: Option<PathBuf>,
+    /// The user's prompt.
+    #[arg(required = true)]
+    prompt: Vec<String>,
+}
+
+pub fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let store = args.db.open()?;
+    let session = args.session.clone().unwrap_or_else(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        format!("run-{}", now.as_millis())
+    });
+    let (adapter, mut route): (Box<dyn LlmAdapter>, PreparedCall) = match args.provider.as_str() {
+        "replay" => {
+            let script = match &args.script {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    ReplayScript::parse(&text)?
+                }
+                None => ReplayScript::default(),
+            };
+            let info = script.model_info(REPLAY_PROVIDER, &args.model);
+            let route = PreparedCall::prepare(Adapter::DeepSeek, &info);
+            (Box::new(ReplayProvider::new(script)), route)
+        }
+        "deepseek" => {
+            let catalog = Catalog::deepseek();
+            let info = match catalog.lookup(DEEPSEEK_PROVIDER, &args.model) {
+                Some(info) => info.clone(),
+                None => ReplayScript::default().model_info(DEEPSEEK_PROVIDER, &args.model),
+            };
+            let base = args.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
+            let key = std::env::var(API_KEY_ENV).ok();
+            let client = DeepSeekClient::new(base, key, HTTP_TIMEOUT)
+                .map_err(|f| anyhow::anyhow!("{}: {}", f.code, f.message))?;
+            (
+                Box::new(client),
+                PreparedCall::prepare(Adapter::DeepSeek, &info),
+            )
+        }
+        other => bail!("unknown provider {other:?} (use replay or deepseek)"),
+    };
+    if let Some(window) = args.context_window {
+        route.context_window = Some(window);
+    }
+    let prompt = args.prompt.join(" ");
+    if prompt.trim().is_empty() {
+        // Refused before the store is touched: no session is created for an empty input.
+        bail!("the input is empty");
+    }
+    let root = std::env::current_dir().context("no working directory")?;
+    let mut agent = Agent::open(&store, &session, adapter, route, &root)?;
+    let stdout = std::io::stdout();
+    let report = agent.run_turn(&prompt, &CancelToken::new(), &mut |text| {
+        if global.json {
+            return;
+        }
+        let mut out = stdout.lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    });
+    if !global.json {
+        println!();
+    }
+    let report = report?;
+    let plan_mode = agent.plan_mode();
+    drop(agent);
+    if global.json {
+        let source = SessionSource::Store {
+            store: &store,
+            session: &session,
+        };
+        let requests = requests(source, RequestOptions { bodies: true })?;
+        print_json(&json!({
+            "session": session,
+            "turn": report.turn,
+            "steps": report.steps,
+            "reply": report.reply,
+            "planMode": plan_mode,
+            "report": crate::requests_command::report_json(&requests)?,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "session {session}: turn {} ({} steps)",
+        report.turn, report.steps
+    );
+    let source = SessionSource::Store {
+        store: &store,
+        session: &session,
+    };
+    let requests = requests(source, RequestOptions { bodies: false })?;
+    crate::requests_command::write_table(&mut std::io::stdout().lock(), &requests)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,276 @@
+//! `sessionlog run`: agent turns against the keyless replay provider and against a loopback
+//! DeepSeek-compatible server, in temporary stores only.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+use sessionlog_engine::agent::replay::DEFAULT_ANSWER;
+use sessionlog_engine::agent::tools::PLAN_SECTION;
+
+use crate::support::{stderr, stdout, write_file};
+
+/// Runs `sessionlog` in `dir` (the working directory of the built-in tools) with no DeepSeek
+/// or store variables from the environment.
+fn sessionlog_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("DEEPSEEK_API_KEY")
+        .env_remove("DEEPSEEK_BASE_URL")
+        .env_remove("SESSIONLOG_DB")
+        .output()
+        .expect("the sessionlog binary runs")
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_str(&stdout(output)).expect("stdout is one JSON document")
+}
+
+fn requests_json(dir: &Path, db: &str, session: &str) -> Value {
+    let out = sessionlog_in(dir, &["--json", "requests", "--db", db, session]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    json_of(&out)
+}
+
+fn request_messages(report: &Value, index: usize) -> Vec<Value> {
+    report["requests"][index]["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn has_plan_section(messages: &[Value]) -> bool {
+    messages.iter().any(|m| {
+        m["role"] == "system"
+            && m["content"]
+                .to_string()
+                .contains("Plan mode is active: investigate and propose a plan")
+    })
+}
+
+// Goal: `run --session ID` creates the session when new and resumes it as a new turn
+// otherwise; the reply streams and the request report is printed at the end.
+// Method: two runs with the same id on the unscripted replay provider; check stdout of each
+// and the request count of `requests --json` afterwards.
+#[test]
+fn run_creates_then_resumes_a_session() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("store.redb");
+    let db = db.to_str().expect("a UTF-8 path");
+    let first = sessionlog_in(dir.path(), &["run", "--db", db, "--session", "s1", "hello"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let text = stdout(&first);
+    assert!(text.contains(DEFAULT_ANSWER), "{text}");
+    assert!(text.contains("session s1: turn 1 (1 steps)"), "{text}");
+    assert!(text.contains("session s1: 1 requests"), "{text}");
+    assert!(text.contains("PREFIX_TOKENS"), "{text}");
+    let second = sessionlog_in(dir.path(), &["run", "--db", db, "--session", "s1", "again"]);
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let text = stdout(&second);
+    assert!(text.contains("session s1: turn 2 (1 steps)"), "{text}");
+    assert!(text.contains("session s1: 2 requests"), "{text}");
+    let report = requests_json(dir.path(), db, "s1");
+    let turns: Vec<Value> = report["requests"]
+        .as_array()
+        .map(|r| r.iter().map(|r| r["turn"].clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(turns, [json!(1), json!(2)]);
+    let second = request_messages(&report, 1);
+    assert_eq!(second[..2], request_messages(&report, 0)[..2]);
+}
+
+// Goal: a script whose first response calls the plan-mode tool gives the next step's prompt
+// the plan section (appended in history on deepseek-flash), and a resumed run keeps it
+// without a second prompt append.
+// Method: `run --script` with a plan_mode call then a text; inspect the requests; run the
+// session again and check the prompt-append count and the plan section.
+#[test]
+fn run_script_plan_mode_adds_the_plan_section() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("store.redb");
+    let db = db.to_str().expect("a UTF-8 path");
+    let script = json!({ "responses": [
+        { "toolCalls": [{ "name": "plan_mode", "arguments": { "active": true } }] },
+        { "text": "here is the plan" },
+    ] });
+    let script = write_file(dir.path(), "script.json", &script.to_string());
+    let script = script.to_str().expect("a UTF-8 path");
+    let args = [
+        "run",
+        "--db",
+        db,
+        "--session",
+        "p",
+        "--script",
+        script,
+        "make a plan",
+    ];
+    let out = sessionlog_in(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("here is the plan"), "{text}");
+    assert!(text.contains("session p: turn 1 (2 steps)"), "{text}");
+    let report = requests_json(dir.path(), db, "p");
+    assert!(!has_plan_section(&request_messages(&report, 0)));
+    let second = request_messages(&report, 1);
+    assert!(has_plan_section(&second));
+    assert_eq!(second[0], request_messages(&report, 0)[0]);
+    assert_eq!(report["summary"]["promptAppends"], 1);
+    let resumed = sessionlog_in(dir.path(), &["run", "--db", db, "--session", "p", "go on"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let report = requests_json(dir.path(), db, "p");
+    assert!(has_plan_section(&request_messages(&report, 2)));
+    assert_eq!(report["summary"]["promptAppends"], 1, "no second append");
+    assert!(PLAN_SECTION.starts_with("Plan mode is active"));
+}
+
+// Goal: `--json run` prints exactly one JSON document with the turn, the reply and the
+// request report, and streams nothing else to stdout.
+// Method: one unscripted run under `--json`; parse stdout whole.
+#[test]
+fn run_json_document() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("store.redb");
+    let db = db.to_str().expect("a UTF-8 path");
+    let out = sessionlog_in(
+        dir.path(),
+        &["--json", "run", "--db", db, "--session", "j", "hi"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc = json_of(&out);
+    assert_eq!(doc["session"], "j");
+    assert_eq!(
+        (doc["turn"].clone(), doc["steps"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(doc["reply"], DEFAULT_ANSWER);
+    assert_eq!(doc["planMode"], false);
+    assert_eq!(doc["report"]["session"], "j");
+    assert_eq!(doc["report"]["requests"].as_array().map(Vec::len), Some(1));
+}
+
+// Goal: an empty prompt is a refusal (exit 1, no session created); bad flags and a missing
+// prompt are usage errors (exit 2); an unknown provider or an unreadable script exits 1.
+// Method: run each case in a temporary directory and check the exit code and stderr.
+#[test]
+fn run_exit_codes() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("store.redb");
+    let db = db.to_str().expect("a UTF-8 path");
+    let empty = sessionlog_in(dir.path(), &["run", "--db", db, "--session", "e", "  "]);
+    assert_eq!(empty.status.code(), Some(1));
+    assert!(stderr(&empty).contains("empty"), "{}", stderr(&empty));
+    let absent = sessionlog_in(dir.path(), &["requests", "--db", db, "e"]);
+    assert_eq!(absent.status.code(), Some(1), "no session was created");
+    let bad_flag = sessionlog_in(dir.path(), &["run", "--db", db, "--nope", "hi"]);
+    assert_eq!(bad_flag.status.code(), Some(2));
+    let no_prompt = sessionlog_in(dir.path(), &["run", "--db", db]);
+    assert_eq!(no_prompt.status.code(), Some(2));
+    let provider = sessionlog_in(dir.path(), &["run", "--db", db, "--provider", "x", "hi"]);
+    assert_eq!(provider.status.code(), Some(1));
+    assert!(stderr(&provider).contains("unknown provider"));
+    let missing = dir.path().join("missing.json");
+    let missing = missing.to_str().expect("a UTF-8 path");
+    let script = sessionlog_in(dir.path(), &["run", "--db", db, "--script", missing, "hi"]);
+    assert_eq!(script.status.code(), Some(1));
+}
+
+/// A loopback DeepSeek-compatible server: answers each request with the next SSE script and
+/// records the request bodies.
+fn serve(replies: Vec<Vec<Value>>) -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let base = format!("http://{}", listener.local_addr().expect("an address"));
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let recorded = Arc::clone(&bodies);
+    thread::spawn(move || {
+        for chunks in replies {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream);
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; length];
+            let _ = reader.read_exact(&mut body);
+            let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            recorded.lock().expect("the lock").push(value);
+            let mut text = String::from(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+            );
+            for chunk in chunks {
+                text.push_str(&format!("data: {chunk}\n\n"));
+            }
+            text.push_str("data: [DONE]\n\n");
+            let mut stream = reader.into_inner();
+            let _ = stream.write_all(text.as_bytes());
+        }
+    });
+    (base, bodies)
+}
+
+// Goal: on a DeepSeek route `requests --json` carries `body`, the wire body rebuilt from
+// the log, equal to each body the loop sent; a replay route carries none.
+// Method: `run --provider deepseek` against a loopback server (a tool call, then a text);
+// compare every row's `body` with the recorded request bodies.
+#[test]
+fn requests_json_body_equals_the_sent_bodies() {
+    let call = json!({ "choices": [{ "index": 0, "delta": { "tool_calls": [
+        { "index": 0, "id": "c1", "type": "function",
+          "function": { "name": "echo", "arguments": "{\"text\":\"x\"}" } }
+    ] } }] });
+    let stop = |text: &str| {
+        vec![
+            json!({ "choices": [{ "index": 0, "delta": { "content": text } }] }),
+            json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "stop" }],
+                    "usage": { "prompt_tokens": 20, "completion_tokens": 2,
+                               "prompt_cache_hit_tokens": 16 } }),
+        ]
+    };
+    let (base, bodies) = serve(vec![vec![call], stop("echoed"), stop("bye")]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("store.redb");
+    let db = db.to_str().expect("a UTF-8 path");
+    for prompt in ["echo x", "thanks"] {
+        let args = [
+            "run",
+            "--db",
+            db,
+            "--session",
+            "d",
+            "--provider",
+            "deepseek",
+            "--base-url",
+            &base,
+            prompt,
+        ];
+        let out = sessionlog_in(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let sent = bodies.lock().expect("the lock").clone();
+    assert_eq!(sent.len(), 3);
+    let report = requests_json(dir.path(), db, "d");
+    let rebuilt: Vec<Value> = report["requests"]
+        .as_array()
+        .map(|r| r.iter().map(|r| r["body"].clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(rebuilt, sent);
+    let replay = sessionlog_in(dir.path(), &["run", "--db", db, "--session", "r", "hi"]);
+    assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
+    let report = requests_json(dir.path(), db, "r");
+    assert_eq!(report["requests"][0].get("body"), None);
+}

@@ -1,0 +1,148 @@
+//! Crash repair on reopen (spec 12.4, `interruptedTurnClosers`): an open turn gets one
+//! `tool/result` per pending call, `step/end` when a step is open, and
+//! `turn/end {kind: interrupted}`, with seqs after the last event and its time.
+
+use serde_json::json;
+use sessionlog_format::message::ToolResultBlock;
+use sessionlog_format::payload::{StepRef, ToolResultData, TurnEnd};
+use sessionlog_format::{ContentBlock, Event, EventData, Extra, Message, Source, SurfaceOp};
+
+use crate::store::{Store, StoreError};
+
+const STARTED_TEXT: &str = "The tool call was interrupted after it was recorded, but no result \
+was durably recorded. Its outcome is unknown. Decide whether to retry based on whether the call \
+is safe to repeat. Do not retry blindly.";
+const NOT_STARTED_TEXT: &str = "The tool call was interrupted before the Harness recorded it as \
+started. Retry it if it is still needed.";
+
+/// A call advertised and not yet settled: id, step, and its `tool/call` seq once started.
+struct Pending {
+    id: String,
+    step: u64,
+    started: Option<u64>,
+}
+
+/// The closers for `events` (a whole log in seq order); empty when no turn is open.
+pub fn interrupted_turn_closers(events: &[Event]) -> Vec<Event> {
+    let mut turn: Option<u64> = None;
+    let mut step: Option<u64> = None;
+    let mut pending: Vec<Pending> = Vec::new();
+    for event in events {
+        match &event.data {
+            EventData::TurnStart(d) => {
+                (turn, step) = (Some(d.turn), None);
+                pending.clear();
+            }
+            EventData::TurnEnd(_) => {
+                (turn, step) = (None, None);
+                pending.clear();
+            }
+            EventData::StepStart(d) => step = Some(d.step),
+            EventData::StepEnd(_) => {
+                step = None;
+                pending.clear();
+            }
+            EventData::AssistantMessage(d) => {
+                for block in &d.message.content {
+                    if let ContentBlock::ToolCall(c) = block {
+                        pending.push(Pending {
+                            id: c.id.clone(),
+                            step: d.step,
+                            started: None,
+                        });
+                    }
+                }
+            }
+            EventData::ToolCall(d) => {
+                if let Some(p) = pending.iter_mut().find(|p| p.id == d.call_id) {
+                    p.started = Some(event.seq);
+                }
+            }
+            EventData::ToolResult(d) => {
+                let id = d.message.source.as_ref().and_then(|s| s.call_id.clone());
+                pending.retain(|p| Some(&p.id) != id.as_ref());
+            }
+            _ => {}
+        }
+    }
+    let Some(turn) = turn else {
+        return Vec::new();
+    };
+    let (mut seq, time) = match events.last() {
+        Some(last) => (last.seq + 1, last.time),
+        None => return Vec::new(),
+    };
+    let mut out = Vec::new();
+    for call in pending {
+        let (text, name, code) = match call.started {
+            Some(_) => (
+                STARTED_TEXT,
+                "ToolOutcomeUnknownError",
+                "TOOL_OUTCOME_UNKNOWN",
+            ),
+            None => (NOT_STARTED_TEXT, "ToolNotStartedError", "TOOL_NOT_STARTED"),
+        };
+        let message = Message {
+            id: Some(format!("interrupted-tool-result-{}-{seq}", call.id)),
+            role: Some("user".into()),
+            content: vec![ContentBlock::ToolResult(ToolResultBlock {
+                tool_call_id: call.id.clone(),
+                content: vec![ContentBlock::text(text)],
+                is_error: Some(true),
+                extra: Extra::new(),
+            })],
+            source: Some(Source {
+                kind: "tool".into(),
+                plugin: None,
+                provider: None,
+                model: None,
+                call_id: Some(call.id.clone()),
+                extra: Extra::new(),
+            }),
+            extra: Extra::new(),
+        };
+        let data = ToolResultData {
+            turn,
+            step: call.step,
+            message,
+            error: Some(json!({ "name": name, "code": code })),
+            meta: None,
+            extra: Extra::new(),
+        };
+        let event = Event::new(seq, time, EventData::ToolResult(Box::new(data)))
+            .with_surface_op(SurfaceOp::Append);
+        out.push(match call.started {
+            Some(at) => event.with_sources(vec![at]),
+            None => event,
+        });
+        seq += 1;
+    }
+    if let Some(step) = step {
+        let data = StepRef {
+            turn,
+            step,
+            extra: Extra::new(),
+        };
+        out.push(Event::new(seq, time, EventData::StepEnd(Box::new(data))));
+        seq += 1;
+    }
+    let data = TurnEnd {
+        turn,
+        reason: json!({ "kind": "interrupted" }),
+        extra: Extra::new(),
+    };
+    out.push(Event::new(seq, time, EventData::TurnEnd(Box::new(data))));
+    out
+}
+
+/// Appends the closers to `session` when a turn was left open; returns how many.
+pub fn repair_session(store: &Store, session: &str) -> Result<usize, StoreError> {
+    let head = store.head(session)?;
+    let events = store.read_range(session, 0, head.next_seq)?;
+    let closers = interrupted_turn_closers(&events);
+    let count = closers.len();
+    if count > 0 {
+        store.append(session, head.next_seq, closers)?;
+    }
+    Ok(count)
+}

@@ -1,0 +1,247 @@
+//! The built-in tools for demos and tests: `read` (a file under the working directory,
+//! path-checked), `echo`, and `plan_mode` (a toggle that adds a prompt section). Each tool
+//! contributes its own prompt section through the registry; the tool schemas come from one
+//! tool provider.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::prompt::registry::{Item, Layer, PromptRegistry, Registration};
+use crate::prompt::tools::ToolSchema;
+
+/// The plan-mode section, present while plan mode is active.
+pub const PLAN_SECTION: &str = "Plan mode is active: investigate and propose a plan; do not \
+change files. The write tools stay listed so that the tool table, and with it the cached \
+prefix, does not change.";
+/// The name of the plan-mode section in the registry.
+pub const PLAN_SECTION_NAME: &str = "plan-mode";
+/// The name of the plan-mode tool.
+pub const PLAN_TOOL: &str = "plan_mode";
+/// Most bytes `read` returns.
+pub const READ_BYTES_MAX: u64 = 64 * 1024;
+
+/// What a tool returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub text: String,
+    pub is_error: bool,
+}
+
+fn ok(text: impl Into<String>) -> ToolOutput {
+    ToolOutput {
+        text: text.into(),
+        is_error: false,
+    }
+}
+
+fn err(text: impl Into<String>) -> ToolOutput {
+    ToolOutput {
+        text: text.into(),
+        is_error: true,
+    }
+}
+
+/// The built-in tool set over one working directory.
+#[derive(Debug)]
+pub struct BuiltinTools {
+    root: PathBuf,
+    plan: Option<Registration>,
+}
+
+/// The schemas of the built-in tools, in their registry order.
+pub fn schemas() -> Vec<ToolSchema> {
+    let schema = |name: &str, description: &str, parameters: Value| ToolSchema {
+        name: name.to_owned(),
+        schema: json!({ "name": name, "description": description, "parameters": parameters }),
+    };
+    vec![
+        schema(
+            "echo",
+            "Returns its text unchanged.",
+            json!({ "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] }),
+        ),
+        schema(
+            "plan_mode",
+            "Turns plan mode on or off.",
+            json!({ "type": "object", "properties": { "active": { "type": "boolean" } }, "required": ["active"] }),
+        ),
+        schema(
+            "read",
+            "Reads a text file under the working directory.",
+            json!({ "type": "object", "properties": { "path": { "type": "string" } }, "required": ["path"] }),
+        ),
+    ]
+}
+
+impl BuiltinTools {
+    /// Registers the tools' schemas and their prompt sections in `registry`.
+    pub fn install(registry: &PromptRegistry, root: &Path) -> Result<BuiltinTools, String> {
+        let sections = [
+            ("tool:echo", 100, "Use `echo` to repeat a text verbatim."),
+            (
+                "tool:plan_mode",
+                101,
+                "Use `plan_mode` with `active: true` before planning a larger change.",
+            ),
+            (
+                "tool:read",
+                102,
+                "Use `read` with a relative path to read a file of the working directory.",
+            ),
+        ];
+        for (name, order, text) in sections {
+            let item = Item::section(name, order, move |_| text.to_owned());
+            registry
+                .register(Layer::Global, item)
+                .map_err(|e| e.to_string())?;
+        }
+        registry
+            .register(Layer::Global, Item::tools("builtin", |_| schemas()))
+            .map_err(|e| e.to_string())?;
+        Ok(BuiltinTools {
+            root: root.to_owned(),
+            plan: None,
+        })
+    }
+
+    pub fn plan_mode(&self) -> bool {
+        self.plan.is_some()
+    }
+
+    /// Runs tool `name` with its JSON `arguments`.
+    pub fn run(&mut self, registry: &PromptRegistry, name: &str, arguments: &str) -> ToolOutput {
+        let args: Value = match serde_json::from_str(arguments) {
+            Ok(v) => v,
+            Err(e) => return err(format!("invalid arguments: {e}")),
+        };
+        match name {
+            "echo" => match args.get("text").and_then(Value::as_str) {
+                Some(text) => ok(text),
+                None => err("echo needs a string `text`"),
+            },
+            "read" => match args.get("path").and_then(Value::as_str) {
+                Some(path) => self.read(path),
+                None => err("read needs a string `path`"),
+            },
+            PLAN_TOOL => match args.get("active").and_then(Value::as_bool) {
+                Some(active) => self.set_plan(registry, active),
+                None => err("plan_mode needs a boolean `active`"),
+            },
+            other => err(format!("unknown tool {other:?}")),
+        }
+    }
+
+    /// Turns plan mode on or off: registers or releases the plan section (the tool table
+    /// never changes).
+    pub fn set_plan(&mut self, registry: &PromptRegistry, active: bool) -> ToolOutput {
+        match (active, self.plan.take()) {
+            (true, None) => {
+                let item = Item::section(PLAN_SECTION_NAME, 900, |_| PLAN_SECTION.to_owned());
+                match registry.register(Layer::Global, item) {
+                    Ok(reg) => self.plan = Some(reg),
+                    Err(e) => return err(e.to_string()),
+                }
+            }
+            (false, Some(reg)) => {
+                registry.release(&reg);
+            }
+            (_, kept) => self.plan = kept,
+        }
+        ok(format!("plan mode {}", if active { "on" } else { "off" }))
+    }
+
+    /// Reads a relative path that stays under the root, even through symlinks.
+    fn read(&self, path: &str) -> ToolOutput {
+        let relative = Path::new(path);
+        let plain = relative
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+        if path.is_empty() || !plain {
+            return err(format!(
+                "{path:?} is not a relative path under the working directory"
+            ));
+        }
+        let (Ok(root), Ok(full)) = (
+            self.root.canonicalize(),
+            self.root.join(relative).canonicalize(),
+        ) else {
+            return err(format!("{path}: not found"));
+        };
+        if !full.starts_with(&root) {
+            return err(format!("{path:?} leaves the working directory"));
+        }
+        let bytes = match std::fs::read(&full) {
+            Ok(b) => b,
+            Err(e) => return err(format!("{path}: {e}")),
+        };
+        let end = bytes.len().min(READ_BYTES_MAX as usize);
+        ok(String::from_utf8_lossy(&bytes[..end]).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompt::registry::AssemblyContext;
+
+    fn prompt(registry: &PromptRegistry) -> String {
+        let ctx = AssemblyContext::agent("main");
+        let assembly = registry.assemble(&ctx).map_err(|e| e.to_string());
+        assembly
+            .and_then(|a| a.render_prompt().map_err(|e| e.to_string()))
+            .unwrap_or_default()
+    }
+
+    // Goal: the plan-mode tool adds and removes its prompt section; the tools are offered.
+    // Method: install, toggle plan mode on and off, render the prompt each time.
+    #[test]
+    fn plan_mode_adds_a_section() {
+        let registry = PromptRegistry::new();
+        let dir = std::env::temp_dir();
+        let mut tools = BuiltinTools::install(&registry, &dir).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!prompt(&registry).contains(PLAN_SECTION));
+        let on = tools.run(&registry, "plan_mode", r#"{"active":true}"#);
+        assert!(!on.is_error);
+        assert!(prompt(&registry).contains(PLAN_SECTION));
+        tools.run(&registry, "plan_mode", r#"{"active":false}"#);
+        assert!(!prompt(&registry).contains(PLAN_SECTION));
+        let ctx = AssemblyContext::agent("main");
+        let names: Vec<String> = registry
+            .assemble(&ctx)
+            .map(|a| a.tools.into_iter().map(|t| t.name).collect())
+            .unwrap_or_default();
+        assert_eq!(names, ["echo", "plan_mode", "read"]);
+    }
+
+    // Goal: read refuses paths that leave the working directory and reads those inside.
+    // Method: a temp dir with one file; read it, then `..`, an absolute path and a missing file.
+    #[test]
+    fn read_is_path_checked() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("a.txt"), "hello").unwrap_or_else(|e| panic!("{e}"));
+        let registry = PromptRegistry::new();
+        let mut tools =
+            BuiltinTools::install(&registry, dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            tools.run(&registry, "read", r#"{"path":"a.txt"}"#),
+            ok("hello")
+        );
+        assert!(
+            tools
+                .run(&registry, "read", r#"{"path":"../a.txt"}"#)
+                .is_error
+        );
+        assert!(
+            tools
+                .run(&registry, "read", r#"{"path":"/etc/passwd"}"#)
+                .is_error
+        );
+        assert!(
+            tools
+                .run(&registry, "read", r#"{"path":"missing"}"#)
+                .is_error
+        );
+        assert_eq!(tools.run(&registry, "echo", r#"{"text":"x"}"#), ok("x"));
+    }
+}

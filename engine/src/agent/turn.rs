@@ -1,0 +1,678 @@
+//! The agent loop: turns of steps in the writer order of spec 7.5.
+//!
+//! Per step: claim the inbox (the turn's input, on its first step) -> assemble the prompt ->
+//! project the runtime context -> the pre-step hook (none is registered here) -> bind the
+//! prepared call (the route: its capability decides the admission) -> one batch from
+//! [`PromptLoop::run_step`]: `turn/start` (first step), `step/start`, the `system/message`s,
+//! the step's `user/message`s, the runtime-context snapshot, `request/header` and
+//! `request/context` when needed -> the request body serialised from the fold -> stream ->
+//! `assistant/message` with its `tool/call`s -> run the tools -> their `tool/result`s and
+//! `step/end` (and `turn/end` when the model asked for no tool).
+//!
+//! Before the batch, the step compares its call with the fold's request in force: a changed
+//! visible tool set adds a tool-update notice (a plugin user message listing only the added
+//! and removed names, which the DeepSeek serializer turns into `<tool_addition>` /
+//! `<tool_removal>` blocks of an in-history system message), and a changed route adds a
+//! one-line model-switch notice saying which model wrote the replies above. Both are
+//! admitted with the step's users, after the history and before the new user input.
+//!
+//! A retryable failure commits `assistant/attempt`, `llm/retry`, waits, commits
+//! `llm/retry-started` and sends the same body again: the retry reuses the step's assembly
+//! and the users are admitted once. A cancel before the batch commits nothing; a cancel
+//! mid-stream commits no partial message, only an `assistant/attempt` that failed with
+//! `ABORTED` and the closers of the step and the turn.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use sessionlog_format::message::ToolResultBlock;
+use sessionlog_format::payload::{
+    AssistantAttemptData, AssistantMessageData, CallConfig, StepRef, ToolCallData, ToolResultData,
+    TurnEnd,
+};
+use sessionlog_format::{
+    ContentBlock, Event, EventData, EventType, Extra, Message, SessionFold, SessionHeader, Source,
+    SurfaceOp,
+};
+
+use super::adapter::{
+    failed_stream, CallFailure, CallRequest, Completion, LlmAdapter, RetryPolicy, StreamBuilder,
+};
+use super::deepseek::serialize::{wire_body, TOOL_UPDATE_FORM};
+use super::repair::repair_session;
+use super::tools::{BuiltinTools, PLAN_TOOL};
+use super::{AgentError, CancelToken};
+use crate::prompt::capability::PreparedCall;
+use crate::prompt::registry::{AssemblyContext, Item, Layer, PromptRegistry, Registration};
+use crate::prompt::step::{PromptLoop, StepInput};
+use crate::prompt::tools::ToolSchema;
+use crate::store::Store;
+
+/// The base prompt section of the built-in agent.
+pub const BASE_PROMPT: &str = "You are the sessionlog demo agent. Answer briefly; use the tools \
+when they help.";
+/// Most steps one turn runs.
+pub const TURN_STEPS_MAX: u64 = 16;
+/// The `form` of a model-switch notice message.
+pub const MODEL_SWITCH_FORM: &str = "model-switch";
+/// The plugin name on the loop's notices.
+pub const NOTICE_PLUGIN: &str = "sessionlog-agent";
+
+/// What a finished turn did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnReport {
+    pub turn: u64,
+    pub steps: u64,
+    /// The text of the last assistant message.
+    pub reply: String,
+}
+
+/// One agent over one session of a store.
+pub struct Agent<'a> {
+    store: &'a Store,
+    session: String,
+    prompt: PromptLoop,
+    registry: PromptRegistry,
+    tools: BuiltinTools,
+    /// Tools added through [`Agent::add_tool`], by name.
+    extra_tools: Vec<(String, Registration)>,
+    adapter: Box<dyn LlmAdapter + 'a>,
+    route: PreparedCall,
+    retry: RetryPolicy,
+    last_turn: u64,
+}
+
+fn now_ms() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The request body the fold's head sends: the header in force and the derived messages.
+pub fn fold_body(fold: &SessionFold) -> Value {
+    let header = fold.request_header();
+    let config = header
+        .and_then(|h| serde_json::to_value(&h.config).ok())
+        .unwrap_or(Value::Null);
+    let tools = header.and_then(|h| h.tools.as_ref());
+    let messages: Vec<Message> = fold
+        .node_messages()
+        .filter_map(|(_, m)| m.cloned())
+        .collect();
+    wire_body(&config, tools, &messages)
+}
+
+fn call_config(route: &PreparedCall) -> CallConfig {
+    CallConfig {
+        provider: Some(route.provider.clone()),
+        model: route.model.clone(),
+        reasoning_effort: None,
+        temperature: None,
+        max_tokens: None,
+        stop: None,
+        extra: Extra::new(),
+    }
+}
+
+fn source(kind: &str) -> Source {
+    Source {
+        kind: kind.to_owned(),
+        plugin: None,
+        provider: None,
+        model: None,
+        call_id: None,
+        extra: Extra::new(),
+    }
+}
+
+fn step_ref(turn: u64, step: u64) -> StepRef {
+    StepRef {
+        turn,
+        step,
+        extra: Extra::new(),
+    }
+}
+
+impl<'a> Agent<'a> {
+    /// Opens `session` (created when new), repairs an interrupted turn, and installs the
+    /// base prompt and the built-in tools rooted at `root`.
+    pub fn open(
+        store: &'a Store,
+        session: &str,
+        adapter: Box<dyn LlmAdapter + 'a>,
+        route: PreparedCall,
+        root: &Path,
+    ) -> Result<Agent<'a>, AgentError> {
+        if !store.sessions()?.iter().any(|s| s == session) {
+            let created = u64::try_from(now_ms()).unwrap_or(0);
+            store.create_session(&SessionHeader::new_v3(session, created))?;
+        }
+        repair_session(store, session)?;
+        let head = store.head(session)?;
+        let events = store.read_range(session, 0, head.next_seq)?;
+        let last_turn = events
+            .iter()
+            .filter_map(|e| match &e.data {
+                EventData::TurnStart(d) => Some(d.turn),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let plan = plan_mode_in_log(&events);
+        let registry = PromptRegistry::new();
+        let base = Item::section("base", 0, |_| BASE_PROMPT.to_owned());
+        registry
+            .register(Layer::Global, base)
+            .map_err(|e| AgentError::Assembly(e.to_string()))?;
+        let mut tools = BuiltinTools::install(&registry, root).map_err(AgentError::Assembly)?;
+        if plan {
+            let restored = tools.set_plan(&registry, true);
+            if restored.is_error {
+                return Err(AgentError::Assembly(restored.text));
+            }
+        }
+        let prompt = PromptLoop::new(store, session)?;
+        Ok(Agent {
+            store,
+            session: session.to_owned(),
+            prompt,
+            registry,
+            tools,
+            extra_tools: Vec::new(),
+            adapter,
+            route,
+            retry: RetryPolicy::default(),
+            last_turn,
+        })
+    }
+
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Agent<'a> {
+        self.retry = retry;
+        self
+    }
+
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    pub fn registry(&self) -> &PromptRegistry {
+        &self.registry
+    }
+
+    /// Binds another route for the next steps (a model switch). The next step logs the
+    /// model-switch notice when the route's provider or model differs from the request in
+    /// force.
+    pub fn set_route(&mut self, route: PreparedCall) {
+        self.route = route;
+    }
+
+    pub fn route(&self) -> &PreparedCall {
+        &self.route
+    }
+
+    /// Whether plan mode is active (restored from the log on open).
+    pub fn plan_mode(&self) -> bool {
+        self.tools.plan_mode()
+    }
+
+    /// Turns plan mode on or off from outside the model (the user's toggle): the plan
+    /// section enters or leaves the prompt; the tool table stays. Unlike the `plan_mode`
+    /// tool, the toggle is not logged, so a resumed session does not restore it.
+    pub fn set_plan_mode(&mut self, active: bool) -> Result<(), AgentError> {
+        let output = self.tools.set_plan(&self.registry, active);
+        if output.is_error {
+            return Err(AgentError::Assembly(output.text));
+        }
+        Ok(())
+    }
+
+    /// Offers one more tool from the next step on (an MCP server connected, a plugin
+    /// installed); the next step logs the tool-update notice. The loop answers a call of
+    /// such a tool with an error result: it has no implementation.
+    pub fn add_tool(&mut self, schema: ToolSchema) -> Result<(), AgentError> {
+        let name = schema.name.clone();
+        let builtin = super::tools::schemas().iter().any(|t| t.name == name);
+        if builtin || self.extra_tools.iter().any(|(n, _)| *n == name) {
+            return Err(AgentError::Assembly(format!(
+                "tool {name:?} is already offered"
+            )));
+        }
+        let item = Item::tools(&format!("extra:{name}"), move |_| vec![schema.clone()]);
+        let registration = self
+            .registry
+            .register(Layer::Global, item)
+            .map_err(|e| AgentError::Assembly(e.to_string()))?;
+        self.extra_tools.push((name, registration));
+        Ok(())
+    }
+
+    /// Withdraws a tool added by [`Agent::add_tool`]; `false` when no such tool was added.
+    pub fn remove_tool(&mut self, name: &str) -> bool {
+        let Some(idx) = self.extra_tools.iter().position(|(n, _)| n == name) else {
+            return false;
+        };
+        let (_, registration) = self.extra_tools.remove(idx);
+        self.registry.release(&registration)
+    }
+
+    /// Appends events built from the session's next seq.
+    fn append(&self, build: impl FnOnce(u64) -> Vec<Event>) -> Result<u64, AgentError> {
+        let next = self
+            .store
+            .with_fold(&self.session, |f| f.admission().next_seq())?;
+        let events = build(next);
+        Ok(self.store.append(&self.session, next, events)?.next_seq)
+    }
+
+    /// Runs one turn for the user's `input`; `on_text` sees the reply text as it streams.
+    pub fn run_turn(
+        &mut self,
+        input: &str,
+        cancel: &CancelToken,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<TurnReport, AgentError> {
+        if input.trim().is_empty() {
+            return Err(AgentError::EmptyInput);
+        }
+        let turn = self.last_turn + 1;
+        let mut users = vec![Message {
+            id: Some(format!("user-{}-{turn}", self.session)),
+            role: Some("user".into()),
+            content: vec![ContentBlock::text(input)],
+            source: Some(source("user")),
+            extra: Extra::new(),
+        }];
+        let mut reply = String::new();
+        for step in 1..=TURN_STEPS_MAX {
+            let ctx = AssemblyContext::agent("main");
+            let assembly = self
+                .registry
+                .assemble(&ctx)
+                .map_err(|e| AgentError::Assembly(e.to_string()))?;
+            let rendered = assembly
+                .render_prompt()
+                .map_err(|e| AgentError::Assembly(e.to_string()))?;
+            let contexts = assembly
+                .render_contexts()
+                .map_err(|e| AgentError::Assembly(e.to_string()))?;
+            let route = self.route.clone();
+            if cancel.is_cancelled() {
+                if step > 1 {
+                    self.close(turn, None, "aborted")?;
+                }
+                return Err(AgentError::Cancelled);
+            }
+            let notices = self.store.with_fold(&self.session, |fold| {
+                switch_notices(fold, &self.session, &route, &assembly.tools, (turn, step))
+            })?;
+            let mut admitted = notices;
+            admitted.append(&mut users);
+            let input = StepInput {
+                turn,
+                step,
+                time: now_ms(),
+                new_turn: step == 1,
+                rendered: &rendered,
+                runtime: (!contexts.is_empty()).then_some(contexts),
+                users: admitted,
+                call: &route,
+                config: call_config(&route),
+                tools: &assembly.tools,
+                declared_series: false,
+            };
+            self.prompt.run_step(self.store, input)?;
+            self.last_turn = turn;
+            let completion = self.call(turn, step, &route, cancel, on_text)?;
+            reply = completion
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Text(t) => Some(t.text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let calls: Vec<(String, String, String)> = completion
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolCall(c) => {
+                        Some((c.id.clone(), c.name.clone(), c.arguments.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let call_seqs = self.commit_reply(turn, step, &route, completion, &calls)?;
+            let mut results = Vec::new();
+            for ((id, name, arguments), seq) in calls.iter().zip(call_seqs) {
+                let output = self.tools.run(&self.registry, name, arguments);
+                results.push((id.clone(), seq, output));
+            }
+            let end_turn = calls.is_empty() || step == TURN_STEPS_MAX;
+            self.append(|next| {
+                let time = now_ms();
+                let mut events = Vec::new();
+                for (id, seq, output) in results {
+                    let at = next + events.len() as u64;
+                    let mut src = source("tool");
+                    src.call_id = Some(id.clone());
+                    let message = Message {
+                        id: Some(format!("tool-result-{id}-{at}")),
+                        role: Some("user".into()),
+                        content: vec![ContentBlock::ToolResult(ToolResultBlock {
+                            tool_call_id: id,
+                            content: vec![ContentBlock::text(output.text)],
+                            is_error: Some(output.is_error),
+                            extra: Extra::new(),
+                        })],
+                        source: Some(src),
+                        extra: Extra::new(),
+                    };
+                    let data = ToolResultData {
+                        turn,
+                        step,
+                        message,
+                        error: None,
+                        meta: None,
+                        extra: Extra::new(),
+                    };
+                    let event = Event::new(at, time, EventData::ToolResult(Box::new(data)))
+                        .with_surface_op(SurfaceOp::Append)
+                        .with_sources(vec![seq]);
+                    events.push(event);
+                }
+                let at = next + events.len() as u64;
+                let end = EventData::StepEnd(Box::new(step_ref(turn, step)));
+                events.push(Event::new(at, time, end));
+                if end_turn {
+                    events.push(turn_end(at + 1, time, turn, "completed"));
+                }
+                events
+            })?;
+            if end_turn {
+                return Ok(TurnReport {
+                    turn,
+                    steps: step,
+                    reply,
+                });
+            }
+        }
+        Ok(TurnReport {
+            turn,
+            steps: TURN_STEPS_MAX,
+            reply,
+        })
+    }
+
+    /// Streams the step's call with bounded retries; returns the completion.
+    fn call(
+        &mut self,
+        turn: u64,
+        step: u64,
+        route: &PreparedCall,
+        cancel: &CancelToken,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion, AgentError> {
+        let mut retry = 0u32;
+        loop {
+            let body = self.store.with_fold(&self.session, fold_body)?;
+            let mut builder = StreamBuilder::new();
+            let request = CallRequest { route, body: &body };
+            let result = self.adapter.stream(&request, cancel, &mut |delta| {
+                if let super::adapter::Delta::Text(text) = &delta {
+                    on_text(text);
+                }
+                builder.push(now_ms(), delta);
+            });
+            let failure = match result {
+                Ok(()) => return Ok(builder.finish()),
+                Err(failure) => failure,
+            };
+            self.attempt(turn, step, &failure)?;
+            if failure.is_aborted() {
+                self.close(turn, Some(step), "aborted")?;
+                return Err(AgentError::Cancelled);
+            }
+            if !failure.retryable || retry >= self.retry.max_retries {
+                self.close(turn, Some(step), "error")?;
+                return Err(AgentError::Call {
+                    code: failure.code,
+                    message: failure.message,
+                });
+            }
+            retry += 1;
+            let delay = self.retry.delay_ms(retry);
+            let retry_id = format!("retry-{turn}-{step}-{retry}");
+            let scheduled = json!({
+                "retryId": retry_id, "turn": turn, "step": step, "provider": route.provider,
+                "mode": "normal", "policyKey": "llm", "retry": retry,
+                "maxRetries": self.retry.max_retries, "delayMs": delay,
+                "failure": failure.to_json(),
+            });
+            self.append(|next| vec![Event::other(next, now_ms(), EventType::LlmRetry, scheduled)])?;
+            std::thread::sleep(Duration::from_millis(delay));
+            let started =
+                json!({ "retryId": retry_id, "turn": turn, "step": step, "retry": retry });
+            self.append(|next| {
+                vec![Event::other(
+                    next,
+                    now_ms(),
+                    EventType::LlmRetryStarted,
+                    started,
+                )]
+            })?;
+        }
+    }
+
+    /// Commits a failed call as `assistant/attempt`: no partial content.
+    fn attempt(&self, turn: u64, step: u64, failure: &CallFailure) -> Result<u64, AgentError> {
+        self.append(|next| {
+            let time = now_ms();
+            let data = AssistantAttemptData {
+                turn,
+                step,
+                stream: failed_stream(time, failure),
+                extra: Extra::new(),
+            };
+            vec![Event::new(
+                next,
+                time,
+                EventData::AssistantAttempt(Box::new(data)),
+            )]
+        })
+    }
+
+    /// Closes the open step (when given) and the turn with `kind`.
+    fn close(&self, turn: u64, step: Option<u64>, kind: &str) -> Result<u64, AgentError> {
+        self.append(|next| {
+            let time = now_ms();
+            let mut events = Vec::new();
+            if let Some(step) = step {
+                let end = EventData::StepEnd(Box::new(step_ref(turn, step)));
+                events.push(Event::new(next, time, end));
+            }
+            events.push(turn_end(next + events.len() as u64, time, turn, kind));
+            events
+        })
+    }
+
+    /// Commits `assistant/message` and one `tool/call` per call; returns the calls' seqs.
+    fn commit_reply(
+        &self,
+        turn: u64,
+        step: u64,
+        route: &PreparedCall,
+        completion: Completion,
+        calls: &[(String, String, String)],
+    ) -> Result<Vec<u64>, AgentError> {
+        let mut seqs = Vec::new();
+        self.append(|next| {
+            let time = now_ms();
+            let mut src = source("model");
+            src.provider = Some(route.provider.clone());
+            src.model = Some(route.model.clone());
+            let message = Message {
+                id: Some(format!("assistant-{next}")),
+                role: Some("assistant".into()),
+                content: completion.content,
+                source: Some(src),
+                extra: Extra::new(),
+            };
+            let data = AssistantMessageData {
+                turn,
+                step,
+                message,
+                stream: Some(completion.stream),
+                usage: completion.usage,
+                interrupted: None,
+                extra: Extra::new(),
+            };
+            let mut events =
+                vec![
+                    Event::new(next, time, EventData::AssistantMessage(Box::new(data)))
+                        .with_surface_op(SurfaceOp::Append),
+                ];
+            for (id, name, arguments) in calls {
+                let at = next + events.len() as u64;
+                seqs.push(at);
+                let data = ToolCallData {
+                    turn,
+                    step,
+                    call_id: id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                    extra: Extra::new(),
+                };
+                events.push(Event::new(at, time, EventData::ToolCall(Box::new(data))));
+            }
+            events
+        })?;
+        Ok(seqs)
+    }
+}
+
+/// Whether the log leaves plan mode on: the last `plan_mode` call that got a successful
+/// result decides.
+fn plan_mode_in_log(events: &[Event]) -> bool {
+    let mut calls: Vec<(String, bool)> = Vec::new();
+    let mut active = false;
+    for event in events {
+        match &event.data {
+            EventData::ToolCall(d) if d.name == PLAN_TOOL => {
+                let args: Option<Value> = serde_json::from_str(&d.arguments).ok();
+                let wanted = args.as_ref().and_then(|a| a.get("active")?.as_bool());
+                if let Some(wanted) = wanted {
+                    calls.push((d.call_id.clone(), wanted));
+                }
+            }
+            EventData::ToolResult(d) => {
+                let id = d.message.source.as_ref().and_then(|s| s.call_id.as_deref());
+                let failed = d.error.is_some()
+                    || d.message.content.iter().any(
+                        |b| matches!(b, ContentBlock::ToolResult(r) if r.is_error == Some(true)),
+                    );
+                let call = calls.iter().find(|(c, _)| Some(c.as_str()) == id);
+                if let (Some((_, wanted)), false) = (call, failed) {
+                    active = *wanted;
+                }
+            }
+            _ => {}
+        }
+    }
+    active
+}
+
+fn notice(id: String, text: String, form: &str, extra: Extra) -> Message {
+    let mut src = source("plugin");
+    src.plugin = Some(NOTICE_PLUGIN.to_owned());
+    src.extra.insert("form".into(), Value::from(form));
+    src.extra.extend(extra);
+    Message {
+        id: Some(id),
+        role: Some("user".into()),
+        content: vec![ContentBlock::text(text)],
+        source: Some(src),
+        extra: Extra::new(),
+    }
+}
+
+/// The one-line model-switch notice.
+pub fn model_switch_text(from: &str, to: &str) -> String {
+    format!(
+        "Model switch: the assistant replies above were written by {from}; the replies from \
+here on are written by {to}."
+    )
+}
+
+/// The notices a step admits before its users: a tool-update notice when the visible tool
+/// names differ from the header in force, and a model-switch notice when the route differs
+/// from the request context in force. Nothing before the first request.
+fn switch_notices(
+    fold: &SessionFold,
+    session: &str,
+    route: &PreparedCall,
+    tools: &[ToolSchema],
+    (turn, step): (u64, u64),
+) -> Vec<Message> {
+    let mut out = Vec::new();
+    if let Some(header) = fold.request_header() {
+        let before: Vec<String> = match &header.tools {
+            Some(Value::Array(list)) => list
+                .iter()
+                .filter_map(|t| t.get("name")?.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let added: Vec<String> = tools
+            .iter()
+            .filter(|t| !before.contains(&t.name))
+            .map(|t| t.name.clone())
+            .collect();
+        let removed: Vec<String> = before
+            .iter()
+            .filter(|n| !tools.iter().any(|t| t.name == **n))
+            .cloned()
+            .collect();
+        if !added.is_empty() || !removed.is_empty() {
+            let mut text = String::from("The tool set changed.");
+            if !added.is_empty() {
+                text.push_str(&format!(" Added: {}.", added.join(", ")));
+            }
+            if !removed.is_empty() {
+                text.push_str(&format!(" Removed: {}.", removed.join(", ")));
+            }
+            let mut extra = Extra::new();
+            extra.insert("added".into(), json!(added));
+            extra.insert("removed".into(), json!(removed));
+            let id = format!("tool-update-{session}-{turn}-{step}");
+            out.push(notice(id, text, TOOL_UPDATE_FORM, extra));
+        }
+    }
+    if let Some(context) = fold.request_context() {
+        if context.provider != route.provider || context.model != route.model {
+            let from = format!("{}/{}", context.provider, context.model);
+            let to = format!("{}/{}", route.provider, route.model);
+            let mut extra = Extra::new();
+            extra.insert("from".into(), Value::from(from.clone()));
+            extra.insert("to".into(), Value::from(to.clone()));
+            let id = format!("model-switch-{session}-{turn}-{step}");
+            out.push(notice(
+                id,
+                model_switch_text(&from, &to),
+                MODEL_SWITCH_FORM,
+                extra,
+            ));
+        }
+    }
+    out
+}
+
+fn turn_end(seq: u64, time: i64, turn: u64, kind: &str) -> Event {
+    let data = TurnEnd {
+        turn,
+        reason: json!({ "kind": kind }),
+        extra: Extra::new(),
+    };
+    Event::new(seq, time, EventData::TurnEnd(Box::new(data)))
+}
