@@ -70,6 +70,11 @@ enum Command {
     /// The prompt history of a session: each version, append or head rewrite, and which one
     /// is effective now.
     Prompt(crate::prompt_command::PromptArgs),
+    /// The context breakdown at each request: system, message and tools tokens (spec 14).
+    Tokens(crate::tokens_command::TokensArgs),
+    /// One manual compaction over a stored session's head: the summariser replays the
+    /// conversation prefix and a checkpoint replaces the span.
+    Compact(crate::compact_command::CompactArgs),
 }
 
 #[derive(Debug, Args)]
@@ -194,6 +199,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Diff(args) => crate::diff_command::diff(global, args),
         Command::Demo(args) => crate::demo_command::demo(global, args),
         Command::Prompt(args) => crate::prompt_command::prompt(global, args),
+        Command::Tokens(args) => crate::tokens_command::run(global, args),
+        Command::Compact(args) => crate::compact_command::run(global, args),
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod audit_command;
 mod commands;
+mod compact_command;
 mod demo_command;
 mod diff_command;
 mod migrate_command;
@@ -12,6 +13,7 @@ mod requests_command;
 mod run_command;
 mod show_command;
 mod store_commands;
+mod tokens_command;
 
 use std::process::ExitCode;
 

@@ -2,6 +2,7 @@
 
 mod audit;
 mod check;
+mod compact;
 mod migrate;
 mod prompt;
 mod requests;

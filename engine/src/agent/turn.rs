@@ -298,6 +298,15 @@ impl<'a> Agent<'a> {
                 .render_contexts()
                 .map_err(|e| AgentError::Assembly(e.to_string()))?;
             let route = self.route.clone();
+            crate::compaction::trigger::pre_step(
+                self.store,
+                &self.session,
+                &mut *self.adapter,
+                &route,
+                turn,
+                step,
+                cancel,
+            )?;
             if cancel.is_cancelled() {
                 if step > 1 {
                     self.close(turn, None, "aborted")?;
@@ -430,6 +439,17 @@ impl<'a> Agent<'a> {
                 Err(failure) => failure,
             };
             self.attempt(turn, step, &failure)?;
+            if crate::compaction::trigger::recover_overflow(
+                self.store,
+                &self.session,
+                &mut *self.adapter,
+                route,
+                turn,
+                &failure,
+                cancel,
+            )? {
+                continue;
+            }
             if failure.is_aborted() {
                 self.close(turn, Some(step), "aborted")?;
                 return Err(AgentError::Cancelled);

@@ -4,6 +4,7 @@ mod admission;
 mod agent;
 mod audit;
 mod chain;
+mod compaction;
 mod faults;
 mod kill;
 mod model;

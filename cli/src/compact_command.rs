@@ -1,0 +1,152 @@
+//! `sessionlog compact`: one manual compaction over a stored session's head.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use sessionlog_engine::agent::adapter::LlmAdapter;
+use sessionlog_engine::agent::deepseek::client::DeepSeekClient;
+use sessionlog_engine::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL};
+use sessionlog_engine::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
+use sessionlog_engine::agent::CancelToken;
+use sessionlog_engine::compaction::run::DEFAULT_RETAIN_TOKENS;
+use sessionlog_engine::compaction::{compact, CompactionOptions};
+use sessionlog_engine::prompt::capability::{
+    Adapter, Catalog, PreparedCall, DEEPSEEK_FLASH, DEEPSEEK_PROVIDER,
+};
+
+use crate::commands::Global;
+use crate::output::{print_json, EXIT_OK};
+use crate::store_commands::DbArgs;
+
+/// The timeout of the summarisation request.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProviderArg {
+    /// The keyless scripted provider.
+    Replay,
+    /// A DeepSeek-compatible endpoint ($DEEPSEEK_API_KEY).
+    Deepseek,
+}
+
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// The stored session to compact.
+    session: String,
+    /// The summarisation provider.
+    #[arg(long, value_enum, default_value_t = ProviderArg::Replay)]
+    provider: ProviderArg,
+    /// The summarisation model (default: the model of the request header in force, so the
+    /// call can reuse the conversation's cached prefix; else deepseek-flash).
+    #[arg(long)]
+    model: Option<String>,
+    /// The recent tail to keep, in estimated tokens.
+    #[arg(long, default_value_t = DEFAULT_RETAIN_TOKENS)]
+    retain_tokens: u64,
+    /// The DeepSeek base URL (default: $DEEPSEEK_BASE_URL, else the public endpoint).
+    #[arg(long, env = BASE_URL_ENV)]
+    base_url: Option<String>,
+    /// A replay script (JSON; see the engine's `agent::replay`).
+    #[arg(long)]
+    script: Option<PathBuf>,
+}
+
+pub fn run(global: Global, args: CompactArgs) -> anyhow::Result<ExitCode> {
+    let store = args.db.open()?;
+    let header_model = store.with_fold(&args.session, |f| {
+        f.request_header().map(|h| h.config.model.clone())
+    })?;
+    let model = args
+        .model
+        .clone()
+        .or(header_model)
+        .unwrap_or_else(|| DEEPSEEK_FLASH.to_owned());
+    let (mut adapter, route): (Box<dyn LlmAdapter>, PreparedCall) = match args.provider {
+        ProviderArg::Replay => {
+            let script = match &args.script {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    ReplayScript::parse(&text)?
+                }
+                None => ReplayScript::default(),
+            };
+            let info = script.model_info(REPLAY_PROVIDER, &model);
+            let route = PreparedCall::prepare(Adapter::DeepSeek, &info);
+            (Box::new(ReplayProvider::new(script)), route)
+        }
+        ProviderArg::Deepseek => {
+            let info = match Catalog::deepseek().lookup(DEEPSEEK_PROVIDER, &model) {
+                Some(info) => info.clone(),
+                None => ReplayScript::default().model_info(DEEPSEEK_PROVIDER, &model),
+            };
+            let base = args.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
+            let key = std::env::var(API_KEY_ENV).ok();
+            let client = DeepSeekClient::new(base, key, HTTP_TIMEOUT)
+                .map_err(|f| anyhow::anyhow!("{}: {}", f.code, f.message))?;
+            let route = PreparedCall::prepare(Adapter::DeepSeek, &info);
+            (Box::new(client), route)
+        }
+    };
+    let options = CompactionOptions {
+        retain_tokens: args.retain_tokens,
+        ..CompactionOptions::default()
+    };
+    let cancel = CancelToken::new();
+    let report = compact(
+        &store,
+        &args.session,
+        adapter.as_mut(),
+        &route,
+        options,
+        &cancel,
+    )?;
+    let Some(report) = report else {
+        if global.json {
+            print_json(&json!({ "session": args.session, "compacted": false }))?;
+        } else if !global.quiet {
+            println!("{}: nothing to compact", args.session);
+        }
+        return Ok(ExitCode::from(EXIT_OK));
+    };
+    if global.json {
+        print_json(&json!({
+            "session": args.session,
+            "compacted": true,
+            "compactionId": report.compaction_id,
+            "startSeq": report.start_seq,
+            "checkpointSeq": report.checkpoint_seq,
+            "endSeq": report.end_seq,
+            "shadowedSeqs": report.range.shadowed_seqs,
+            "shadowedTokens": report.range.shadowed_tokens,
+            "checkpointTokens": report.checkpoint_tokens,
+            "provider": report.provider,
+            "model": report.model,
+            "reusesPrefix": report.reuses_prefix,
+        }))?;
+    } else if !global.quiet {
+        let reuse = if report.reuses_prefix {
+            "reuses the conversation prefix"
+        } else {
+            "another route: no prefix reuse"
+        };
+        println!(
+            "{}: compacted {} nodes ({} tokens) into checkpoint seq {} ({} tokens); {}/{} {reuse}",
+            args.session,
+            report.range.shadowed_seqs.len(),
+            report.range.shadowed_tokens,
+            report.checkpoint_seq,
+            report.checkpoint_tokens,
+            report.provider,
+            report.model,
+        );
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}

@@ -1,0 +1,119 @@
+//! `sessionlog tokens`: the context breakdown (system, message and tools tokens) at each request.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::{json, Value};
+
+use sessionlog_engine::inspect::SessionSource;
+use sessionlog_engine::meter::{tokens, Breakdown, TokensReport};
+
+use crate::commands::{Global, InputArgs};
+use crate::output::{print_json, EXIT_OK};
+use crate::store_commands::DbArgs;
+
+#[derive(Debug, Args)]
+pub struct TokensArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    #[command(flatten)]
+    input: InputArgs,
+    /// A log file of any version, or a session id in the store.
+    source: String,
+}
+
+pub fn run(global: Global, args: TokensArgs) -> anyhow::Result<ExitCode> {
+    let path = Path::new(&args.source);
+    let report = if path.is_file() {
+        tokens(SessionSource::File {
+            path,
+            snapshot: args.input.snapshot.into(),
+        })?
+    } else {
+        let store = args.db.open()?;
+        tokens(SessionSource::Store {
+            store: &store,
+            session: &args.source,
+        })?
+    };
+    if global.json {
+        print_json(&report_json(&report))?;
+    } else if !global.quiet {
+        print_human(&report)?;
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+fn breakdown_json(b: &Breakdown) -> Value {
+    json!({
+        "systemTokens": b.system_tokens,
+        "messageTokens": b.message_tokens,
+        "toolsTokens": b.tools_tokens,
+        "totalTokens": b.total(),
+    })
+}
+
+/// `{"session","requests":[{"index","seq","turn","step","systemTokens","messageTokens",
+/// "toolsTokens","totalTokens"}],"head":{...}}`.
+fn report_json(report: &TokensReport) -> Value {
+    let requests: Vec<Value> = report
+        .requests
+        .iter()
+        .map(|r| {
+            let mut row = breakdown_json(&r.breakdown);
+            if let Value::Object(map) = &mut row {
+                map.insert("index".into(), json!(r.index));
+                map.insert("seq".into(), json!(r.seq));
+                map.insert("turn".into(), json!(r.turn));
+                map.insert("step".into(), json!(r.step));
+            }
+            row
+        })
+        .collect();
+    json!({
+        "session": report.session,
+        "requests": requests,
+        "head": breakdown_json(&report.head),
+    })
+}
+
+fn print_human(report: &TokensReport) -> io::Result<()> {
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    writeln!(
+        out,
+        "{}: {} requests",
+        report.session,
+        report.requests.len()
+    )?;
+    writeln!(
+        out,
+        "{:>6} {:>8} {:>10} {:>8} {:>10} {:>8} {:>10}",
+        "index", "seq", "turn.step", "system", "messages", "tools", "total"
+    )?;
+    for r in &report.requests {
+        let b = &r.breakdown;
+        writeln!(
+            out,
+            "{:>6} {:>8} {:>10} {:>8} {:>10} {:>8} {:>10}",
+            r.index,
+            r.seq,
+            format!("{}.{}", r.turn, r.step),
+            b.system_tokens,
+            b.message_tokens,
+            b.tools_tokens,
+            b.total()
+        )?;
+    }
+    let b = &report.head;
+    writeln!(
+        out,
+        "head: system {} + messages {} + tools {} = {}",
+        b.system_tokens,
+        b.message_tokens,
+        b.tools_tokens,
+        b.total()
+    )?;
+    out.flush()
+}

@@ -1,0 +1,610 @@
+//! Compaction through the store and the agent's adapter: the summariser's input, the event sequence, failures.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+use sessionlog_engine::agent::adapter::{CallFailure, CallRequest, Delta, LlmAdapter};
+use sessionlog_engine::agent::turn::Agent;
+use sessionlog_engine::agent::CancelToken;
+use sessionlog_engine::compaction::run::DEFAULT_RETAIN_TOKENS;
+use sessionlog_engine::compaction::{
+    compact, CompactionError, CompactionOptions, COMPACTION_INSTRUCTION,
+};
+use sessionlog_engine::inspect::SessionSource;
+use sessionlog_engine::prompt::capability::PreparedCall;
+use sessionlog_engine::requests::{requests, PrefixBreak, RequestOptions};
+use sessionlog_engine::store::Store;
+use sessionlog_format::{EventData, EventType, SurfaceOp};
+
+use crate::support::temp_store;
+
+/// One scripted answer.
+#[derive(Clone)]
+enum Answer {
+    Text(String),
+    Tool(&'static str, &'static str),
+    Fail(&'static str),
+}
+
+/// A scripted adapter that records every body it is sent.
+struct Recorder {
+    answers: VecDeque<Answer>,
+    bodies: Rc<RefCell<Vec<Value>>>,
+    calls: u64,
+    /// Answer every summarisation call with a short summary, outside the script.
+    summaries_pass: bool,
+}
+
+impl Recorder {
+    fn new(answers: Vec<Answer>) -> (Recorder, Rc<RefCell<Vec<Value>>>) {
+        let bodies = Rc::new(RefCell::new(Vec::new()));
+        let recorder = Recorder {
+            answers: answers.into(),
+            bodies: Rc::clone(&bodies),
+            calls: 0,
+            summaries_pass: false,
+        };
+        (recorder, bodies)
+    }
+}
+
+impl LlmAdapter for Recorder {
+    fn stream(
+        &mut self,
+        call: &CallRequest<'_>,
+        _cancel: &CancelToken,
+        sink: &mut dyn FnMut(Delta),
+    ) -> Result<(), CallFailure> {
+        self.calls += 1;
+        self.bodies.borrow_mut().push(call.body.clone());
+        let last = call.body["messages"].as_array().and_then(|m| m.last());
+        let summarising = last.is_some_and(|m| m["content"] == COMPACTION_INSTRUCTION);
+        if summarising && self.summaries_pass {
+            sink(Delta::Text("short summary".to_owned()));
+            sink(Delta::Finish("stop".into()));
+            return Ok(());
+        }
+        match self.answers.pop_front() {
+            Some(Answer::Tool(name, arguments)) => sink(Delta::ToolCall {
+                index: 0,
+                id: Some(format!("call_{}", self.calls)),
+                name: Some(name.to_owned()),
+                arguments: arguments.to_owned(),
+            }),
+            Some(Answer::Fail(code)) => return Err(CallFailure::new(code, "scripted", false)),
+            Some(Answer::Text(text)) => sink(Delta::Text(text)),
+            None => sink(Delta::Text("short summary".to_owned())),
+        }
+        sink(Delta::Finish("stop".into()));
+        Ok(())
+    }
+}
+
+fn route(model: &str) -> PreparedCall {
+    PreparedCall {
+        provider: "replay".into(),
+        model: model.into(),
+        context_window: None,
+        system_prompt_update: None,
+        tool_update: false,
+    }
+}
+
+fn long(words: usize, tag: &str) -> String {
+    (0..words)
+        .map(|i| format!("{tag}{i}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Three turns (the first with a tool call) on session "s"; returns the bodies sent.
+fn converse(store: &Store) -> Vec<Value> {
+    let answers = vec![
+        Answer::Tool("echo", r#"{"text":"hi"}"#),
+        Answer::Text(long(200, "first")),
+        Answer::Text(long(200, "second")),
+        Answer::Text(long(40, "third")),
+    ];
+    let (recorder, bodies) = Recorder::new(answers);
+    let root = std::env::temp_dir();
+    let mut agent =
+        Agent::open(store, "s", Box::new(recorder), route("m"), &root).expect("the agent opens");
+    for input in ["use the echo tool", "tell me more", "and more"] {
+        agent
+            .run_turn(input, &CancelToken::new(), &mut |_| {})
+            .expect("a turn");
+    }
+    let sent = bodies.borrow().clone();
+    sent
+}
+
+fn manual(retain_tokens: u64) -> CompactionOptions {
+    CompactionOptions {
+        retain_tokens,
+        ..CompactionOptions::default()
+    }
+}
+
+// Goal: the summarisation call is a prefix-extension of the last routed request: its messages
+// equal that request's messages up to the end of the shadowed range, then one trailing user
+// instruction, with the same tools and model.
+// Method: run three turns through a recording adapter, compact with the same adapter type,
+// and compare the recorded summarisation body with the last conversation body.
+#[test]
+fn summarisation_input_replays_the_routed_prefix() {
+    let (_dir, store) = temp_store();
+    let sent = converse(&store);
+    let last = sent.last().expect("a request").clone();
+    let (mut recorder, bodies) = Recorder::new(vec![]);
+    let report = compact(
+        &store,
+        "s",
+        &mut recorder,
+        &route("m"),
+        manual(60),
+        &CancelToken::new(),
+    )
+    .expect("the compaction runs")
+    .expect("a range");
+    assert!(report.reuses_prefix);
+    let summary_body = bodies.borrow()[0].clone();
+    let messages = summary_body["messages"].as_array().expect("messages");
+    let previous = last["messages"].as_array().expect("messages");
+    let (trailing, prefix) = messages.split_last().expect("at least one");
+    assert!(prefix.len() >= 2 && prefix.len() <= previous.len());
+    assert_eq!(prefix, &previous[..prefix.len()]);
+    assert_eq!(previous[0]["role"], "system");
+    assert_eq!(trailing["role"], "user");
+    assert_eq!(trailing["content"], COMPACTION_INSTRUCTION);
+    assert_eq!(summary_body["tools"], last["tools"]);
+    assert!(summary_body["tools"].is_array());
+    assert_eq!(summary_body["model"], last["model"]);
+}
+
+// Goal: one compaction commits start, summary, the checkpoint replace and end, in that order,
+// with the checkpoint citing the start, the summary and every shadowed seq; the next request
+// shows a compaction break and carries the checkpoint.
+// Method: compact after three turns, read the events back, run one more turn, and rebuild the
+// requests.
+#[test]
+fn compaction_commits_the_event_sequence() {
+    let (_dir, store) = temp_store();
+    converse(&store);
+    let before = store.head("s").expect("a head").next_seq;
+    let (mut recorder, _) = Recorder::new(vec![Answer::Text("the user asked twice".into())]);
+    let report = compact(
+        &store,
+        "s",
+        &mut recorder,
+        &route("m"),
+        manual(60),
+        &CancelToken::new(),
+    )
+    .expect("the compaction runs")
+    .expect("a range");
+    assert_eq!(report.start_seq, before);
+    let events = store
+        .read_range("s", before, before + 4)
+        .expect("the events");
+    let kinds: Vec<&EventType> = events.iter().map(|e| &e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            &EventType::CompactionStart,
+            &EventType::CompactionSummary,
+            &EventType::UserMessage,
+            &EventType::CompactionEnd
+        ]
+    );
+    let EventData::CompactionSummary(summary) = &events[1].data else {
+        panic!("a summary");
+    };
+    assert_eq!(summary.shadowed_seqs, report.range.shadowed_seqs);
+    assert_eq!(summary.shadowed_token_count, report.range.shadowed_tokens);
+    let mut sources = vec![before, before + 1];
+    sources.extend(&report.range.shadowed_seqs);
+    assert_eq!(events[2].source_event_seqs.as_ref(), Some(&sources));
+    assert_eq!(
+        events[2].surface_op,
+        Some(SurfaceOp::Replace {
+            start_seq: report.range.start_seq,
+            end_seq: report.range.end_seq
+        })
+    );
+    let EventData::CompactionEnd(end) = &events[3].data else {
+        panic!("an end");
+    };
+    assert_eq!(end.error, None);
+    let surface = store
+        .with_fold("s", |f| f.admission().surface().seqs())
+        .expect("a fold");
+    assert_eq!(surface[1], report.checkpoint_seq);
+
+    let (recorder, _) = Recorder::new(vec![Answer::Text("ok".into())]);
+    let root = std::env::temp_dir();
+    let mut agent =
+        Agent::open(&store, "s", Box::new(recorder), route("m"), &root).expect("the agent reopens");
+    agent
+        .run_turn("continue", &CancelToken::new(), &mut |_| {})
+        .expect("a turn");
+    let report_rows = requests(
+        SessionSource::Store {
+            store: &store,
+            session: "s",
+        },
+        RequestOptions::default(),
+    )
+    .expect("the requests");
+    let last = report_rows.requests.last().expect("a request");
+    assert_eq!(
+        last.prefix.broken_by,
+        Some(PrefixBreak::Compaction {
+            seq: report.checkpoint_seq
+        })
+    );
+}
+
+// Goal: a failed summarisation commits compaction/end with the error and no checkpoint.
+// Method: a scripted failure; the surface is unchanged and the last event is the end.
+#[test]
+fn failed_summary_records_the_error() {
+    let (_dir, store) = temp_store();
+    converse(&store);
+    let surface = store
+        .with_fold("s", |f| f.admission().surface().seqs())
+        .expect("a fold");
+    let (mut recorder, _) = Recorder::new(vec![Answer::Fail("SERVER_ERROR")]);
+    let result = compact(
+        &store,
+        "s",
+        &mut recorder,
+        &route("m"),
+        manual(60),
+        &CancelToken::new(),
+    );
+    assert!(
+        matches!(result, Err(CompactionError::Failed { ref code, .. }) if code == "SERVER_ERROR")
+    );
+    let after = store
+        .with_fold("s", |f| f.admission().surface().seqs())
+        .expect("a fold");
+    assert_eq!(after, surface);
+    let next = store.head("s").expect("a head").next_seq;
+    let events = store.read_range("s", next - 2, next).expect("the events");
+    assert_eq!(events[0].kind, EventType::CompactionStart);
+    let EventData::CompactionEnd(end) = &events[1].data else {
+        panic!("an end");
+    };
+    assert_eq!(
+        end.error.as_ref().map(|e| e["code"].clone()),
+        Some(json!("SERVER_ERROR"))
+    );
+}
+
+// Goal: a summary that is not smaller than the span is refused and recorded as an error.
+// Method: answer with a summary longer than everything the range holds.
+#[test]
+fn summary_must_be_smaller() {
+    let (_dir, store) = temp_store();
+    converse(&store);
+    let (mut recorder, _) = Recorder::new(vec![Answer::Text(long(2_000, "x"))]);
+    let result = compact(
+        &store,
+        "s",
+        &mut recorder,
+        &route("m"),
+        manual(60),
+        &CancelToken::new(),
+    );
+    assert!(
+        matches!(result, Err(CompactionError::Failed { ref code, .. }) if code == "NOT_SMALLER")
+    );
+}
+
+// Goal: with nothing to compact, nothing is committed and the adapter is not called.
+// Method: retain more than the session holds.
+#[test]
+fn nothing_to_compact_commits_nothing() {
+    let (_dir, store) = temp_store();
+    converse(&store);
+    let head = store.head("s").expect("a head").next_seq;
+    let (mut recorder, bodies) = Recorder::new(vec![]);
+    let report = compact(
+        &store,
+        "s",
+        &mut recorder,
+        &route("m"),
+        manual(DEFAULT_RETAIN_TOKENS * 100),
+        &CancelToken::new(),
+    )
+    .expect("no failure");
+    assert_eq!(report, None);
+    assert!(bodies.borrow().is_empty());
+    assert_eq!(store.head("s").expect("a head").next_seq, head);
+}
+
+// Goal: a summarisation route other than the conversation's is allowed and forgoes reuse.
+// Method: compact on model "other"; the body names it and the report says no reuse.
+#[test]
+fn another_summarisation_route_forgoes_reuse() {
+    let (_dir, store) = temp_store();
+    converse(&store);
+    let (mut recorder, bodies) = Recorder::new(vec![]);
+    let report = compact(
+        &store,
+        "s",
+        &mut recorder,
+        &route("other"),
+        manual(60),
+        &CancelToken::new(),
+    )
+    .expect("the compaction runs")
+    .expect("a range");
+    assert!(!report.reuses_prefix);
+    assert_eq!(report.model, "other");
+    assert_eq!(bodies.borrow()[0]["model"], "other");
+}
+
+// Goal: the incremental breakdown equals one priced from scratch over the fold's surface, at
+// every batch of realistic sessions (compactions, head rewrites, in-history prompts, prunes).
+// Method: fold generated sessions batch by batch through both the meter and a session fold,
+// and compare after each batch.
+#[test]
+fn meter_replay_equals_the_incremental_fold() {
+    use sessionlog_engine::meter::ContextMeter;
+    use sessionlog_format::rules::RuleContext;
+    use sessionlog_format::{FormatVersion, SessionFold};
+    use std::sync::Arc;
+
+    for seed in 0..4 {
+        let (_, batches) = crate::support::generated(3_000, seed);
+        let mut meter = ContextMeter::new();
+        let mut fold = SessionFold::new(RuleContext {
+            version: FormatVersion::V3,
+            snapshot: false,
+        });
+        for batch in batches {
+            for event in batch {
+                meter.push(&event).expect("the meter applies the event");
+                fold.admit(Arc::new(event))
+                    .expect("the fold admits the event");
+            }
+            assert_eq!(meter, ContextMeter::from_fold(&fold), "seed {seed}");
+        }
+    }
+}
+
+// Goal: at every request, system + message + tools tokens equal the request's estimated
+// tokens as `requests` computes them, including across a compaction.
+// Method: three turns, a compaction, one more turn; compare the two reports row by row.
+#[test]
+fn meter_totals_match_the_requests() {
+    use sessionlog_engine::meter::tokens;
+
+    let (_dir, store) = temp_store();
+    converse(&store);
+    let (mut recorder, _) = Recorder::new(vec![]);
+    compact(
+        &store,
+        "s",
+        &mut recorder,
+        &route("m"),
+        manual(60),
+        &CancelToken::new(),
+    )
+    .expect("the compaction runs")
+    .expect("a range");
+    let (recorder, _) = Recorder::new(vec![Answer::Text("ok".into())]);
+    let root = std::env::temp_dir();
+    let mut agent =
+        Agent::open(&store, "s", Box::new(recorder), route("m"), &root).expect("the agent reopens");
+    agent
+        .run_turn("continue", &CancelToken::new(), &mut |_| {})
+        .expect("a turn");
+    let source = || SessionSource::Store {
+        store: &store,
+        session: "s",
+    };
+    let rows = requests(source(), RequestOptions::default()).expect("the requests");
+    let report = tokens(source()).expect("the breakdowns");
+    assert_eq!(report.requests.len(), rows.requests.len());
+    for (row, at) in rows.requests.iter().zip(&report.requests) {
+        assert_eq!((at.index, at.seq), (row.index, row.seq));
+        assert_eq!(
+            at.breakdown.total(),
+            row.estimated_tokens,
+            "request {}",
+            row.index
+        );
+        assert_eq!(at.breakdown.tools_tokens, row.tools_tokens);
+        assert!(at.breakdown.system_tokens > 0);
+    }
+}
+
+fn windowed(window: u64) -> PreparedCall {
+    PreparedCall {
+        context_window: Some(window),
+        ..route("m")
+    }
+}
+
+/// The index of the body whose last message is the compaction instruction.
+fn summarisation_index(bodies: &[Value]) -> Option<usize> {
+    bodies.iter().position(|b| {
+        let last = b["messages"].as_array().and_then(|m| m.last());
+        last.is_some_and(|m| m["content"] == COMPACTION_INSTRUCTION)
+    })
+}
+
+// Goal: context pressure compacts in the pre-step phase through the agent's own adapter; the
+// summarisation call is the previous routed request's messages up to the end of the shadowed
+// range plus one trailing instruction, with the same tools; the next request starts a series.
+// Method: a 600-token window and long answers; find the summarisation body among the recorded
+// bodies and compare it with the conversation body just before it; check the events.
+#[test]
+fn pressure_compacts_before_a_step() {
+    let (_dir, store) = temp_store();
+    let answers = vec![
+        Answer::Tool("echo", r#"{"text":"hi"}"#),
+        Answer::Text(long(150, "first")),
+        Answer::Text(long(150, "second")),
+        Answer::Text(long(20, "third")),
+    ];
+    let (mut recorder, bodies) = Recorder::new(answers);
+    recorder.summaries_pass = true;
+    let root = std::env::temp_dir();
+    let mut agent = Agent::open(&store, "s", Box::new(recorder), windowed(600), &root)
+        .expect("the agent opens");
+    for input in ["use the echo tool", "tell me more", "and more"] {
+        agent
+            .run_turn(input, &CancelToken::new(), &mut |_| {})
+            .expect("a turn");
+    }
+    drop(agent);
+    let bodies = bodies.borrow().clone();
+    let at = summarisation_index(&bodies).expect("a summarisation call");
+    assert!(at > 0);
+    let (summary, previous) = (&bodies[at], &bodies[at - 1]);
+    let messages = summary["messages"].as_array().expect("messages");
+    let (trailing, prefix) = messages.split_last().expect("messages");
+    let sent = previous["messages"].as_array().expect("messages");
+    assert!(prefix.len() >= 2 && prefix.len() <= sent.len());
+    assert_eq!(prefix, &sent[..prefix.len()]);
+    assert_eq!(trailing["role"], "user");
+    assert_eq!(summary["tools"], previous["tools"]);
+    assert_eq!(summary["model"], previous["model"]);
+
+    let next = store.head("s").expect("a head").next_seq;
+    let events = store.read_range("s", 0, next).expect("the events");
+    let start = events
+        .windows(2)
+        .position(|w| {
+            w[0].kind == EventType::CompactionStart && w[1].kind == EventType::CompactionSummary
+        })
+        .expect("a committed compaction");
+    let ends = events.iter().filter_map(|e| match &e.data {
+        EventData::CompactionEnd(end) => Some(end.error.is_none()),
+        _ => None,
+    });
+    assert!(ends.clone().count() >= 1 && ends.clone().all(|ok| ok));
+    let kinds: Vec<&EventType> = events[start..start + 4].iter().map(|e| &e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            &EventType::CompactionStart,
+            &EventType::CompactionSummary,
+            &EventType::UserMessage,
+            &EventType::CompactionEnd
+        ]
+    );
+    let series = events[start..].iter().find_map(|e| match &e.data {
+        EventData::RequestHeader(h) => Some(h.reason.clone()),
+        _ => None,
+    });
+    assert_eq!(series.as_deref(), Some("series"));
+    let report = requests(
+        SessionSource::Store {
+            store: &store,
+            session: "s",
+        },
+        RequestOptions::default(),
+    )
+    .expect("the requests");
+    let broken = report.requests.iter().any(|r| {
+        matches!(r.prefix.broken_by, Some(PrefixBreak::Compaction { seq }) if seq == events[start + 2].seq)
+    });
+    assert!(broken);
+}
+
+// Goal: no window, or a context under the threshold, never compacts.
+// Method: three turns on a route without a window and on a huge window.
+#[test]
+fn no_pressure_no_compaction() {
+    for window in [None, Some(1_000_000)] {
+        let (_dir, store) = temp_store();
+        let (mut recorder, _) = Recorder::new(vec![Answer::Text(long(150, "a"))]);
+        recorder.summaries_pass = true;
+        let route = PreparedCall {
+            context_window: window,
+            ..route("m")
+        };
+        let root = std::env::temp_dir();
+        let mut agent =
+            Agent::open(&store, "s", Box::new(recorder), route, &root).expect("the agent opens");
+        for input in ["one", "two", "three"] {
+            agent
+                .run_turn(input, &CancelToken::new(), &mut |_| {})
+                .expect("a turn");
+        }
+        drop(agent);
+        let next = store.head("s").expect("a head").next_seq;
+        let events = store.read_range("s", 0, next).expect("the events");
+        assert!(events.iter().all(|e| e.kind != EventType::CompactionStart));
+    }
+}
+
+// Goal: a context-overflow failure compacts everything after the head and retries the step
+// once; a second overflow right after the recovery fails the turn.
+// Method: script an overflow on the third turn's call, then a text; then two overflows.
+#[test]
+fn overflow_recovers_by_compaction() {
+    let (_dir, store) = temp_store();
+    let answers = vec![
+        Answer::Text(long(100, "first")),
+        Answer::Text(long(100, "second")),
+        Answer::Fail("CONTEXT_OVERFLOW"),
+        Answer::Text("recovered".into()),
+        Answer::Fail("CONTEXT_OVERFLOW"),
+        Answer::Fail("CONTEXT_OVERFLOW"),
+    ];
+    let (mut recorder, bodies) = Recorder::new(answers);
+    recorder.summaries_pass = true;
+    let root = std::env::temp_dir();
+    let mut agent =
+        Agent::open(&store, "s", Box::new(recorder), route("m"), &root).expect("the agent opens");
+    for input in ["one", "two"] {
+        agent
+            .run_turn(input, &CancelToken::new(), &mut |_| {})
+            .expect("a turn");
+    }
+    let report = agent
+        .run_turn("three", &CancelToken::new(), &mut |_| {})
+        .expect("the turn recovers");
+    assert_eq!(report.reply, "recovered");
+    let failed = agent.run_turn("four", &CancelToken::new(), &mut |_| {});
+    assert!(matches!(
+        failed,
+        Err(sessionlog_engine::agent::AgentError::Call { .. })
+    ));
+    drop(agent);
+    let next = store.head("s").expect("a head").next_seq;
+    let events = store.read_range("s", 0, next).expect("the events");
+    let attempt = events
+        .iter()
+        .position(|e| e.kind == EventType::AssistantAttempt)
+        .expect("an attempt");
+    let kinds: Vec<&EventType> = events[attempt..attempt + 6]
+        .iter()
+        .map(|e| &e.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            &EventType::AssistantAttempt,
+            &EventType::CompactionStart,
+            &EventType::CompactionSummary,
+            &EventType::UserMessage,
+            &EventType::CompactionEnd,
+            &EventType::AssistantMessage
+        ]
+    );
+    let EventData::CompactionStart(start) = &events[attempt + 1].data else {
+        panic!("a start");
+    };
+    assert_eq!(start.turn, json!(3));
+    let bodies = bodies.borrow().clone();
+    assert!(summarisation_index(&bodies).is_some());
+}
