@@ -1,4 +1,5 @@
-//! `sessionlog compact`: one manual compaction over a stored session's head.
+//! `sessionlog compact`: one manual compaction over a stored session's head, or with
+//! `--from SEQ --to SEQ` over a chosen surface region after node 0.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,7 +15,7 @@ use sessionlog_engine::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE
 use sessionlog_engine::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
 use sessionlog_engine::agent::CancelToken;
 use sessionlog_engine::compaction::run::DEFAULT_RETAIN_TOKENS;
-use sessionlog_engine::compaction::{compact, CompactionOptions};
+use sessionlog_engine::compaction::{compact, compact_region, CompactionOptions};
 use sessionlog_engine::prompt::capability::{
     Adapter, Catalog, PreparedCall, DEEPSEEK_FLASH, DEEPSEEK_PROVIDER,
 };
@@ -47,9 +48,15 @@ pub struct CompactArgs {
     /// call can reuse the conversation's cached prefix; else deepseek-flash).
     #[arg(long)]
     model: Option<String>,
-    /// The recent tail to keep, in estimated tokens.
+    /// The recent tail to keep, in estimated tokens (ignored with --from/--to).
     #[arg(long, default_value_t = DEFAULT_RETAIN_TOKENS)]
     retain_tokens: u64,
+    /// Compact the surface region starting at this seq (with --to) instead of the head.
+    #[arg(long, value_name = "SEQ", requires = "to")]
+    from: Option<u64>,
+    /// The last seq of the region (inclusive, with --from).
+    #[arg(long, value_name = "SEQ", requires = "from")]
+    to: Option<u64>,
     /// The DeepSeek base URL (default: $DEEPSEEK_BASE_URL, else the public endpoint).
     #[arg(long, env = BASE_URL_ENV)]
     base_url: Option<String>,
@@ -100,14 +107,25 @@ pub fn run(global: Global, args: CompactArgs) -> anyhow::Result<ExitCode> {
         ..CompactionOptions::default()
     };
     let cancel = CancelToken::new();
-    let report = compact(
-        &store,
-        &args.session,
-        adapter.as_mut(),
-        &route,
-        options,
-        &cancel,
-    )?;
+    let report = match (args.from, args.to) {
+        (Some(from), Some(to)) => Some(compact_region(
+            &store,
+            &args.session,
+            from,
+            to,
+            adapter.as_mut(),
+            &route,
+            &cancel,
+        )?),
+        _ => compact(
+            &store,
+            &args.session,
+            adapter.as_mut(),
+            &route,
+            options,
+            &cancel,
+        )?,
+    };
     let Some(report) = report else {
         if global.json {
             print_json(&json!({ "session": args.session, "compacted": false }))?;
@@ -129,11 +147,14 @@ pub fn run(global: Global, args: CompactArgs) -> anyhow::Result<ExitCode> {
             "checkpointTokens": report.checkpoint_tokens,
             "provider": report.provider,
             "model": report.model,
+            "atHead": report.at_head,
             "reusesPrefix": report.reuses_prefix,
         }))?;
     } else if !global.quiet {
         let reuse = if report.reuses_prefix {
             "reuses the conversation prefix"
+        } else if !report.at_head {
+            "a region after the head: no prefix reuse"
         } else {
             "another route: no prefix reuse"
         };

@@ -16,6 +16,7 @@ use sessionlog_engine::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE
 use sessionlog_engine::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
 use sessionlog_engine::agent::turn::Agent;
 use sessionlog_engine::agent::CancelToken;
+use sessionlog_engine::compaction::trigger::CompactionPolicy;
 use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::prompt::capability::{
     Adapter, Catalog, PreparedCall, DEEPSEEK_FLASH, DEEPSEEK_PROVIDER,
@@ -50,6 +51,10 @@ pub struct RunArgs {
     /// Overrides the route's context window (tokens).
     #[arg(long)]
     context_window: Option<u64>,
+    /// Compact before a step once the estimated context reaches this percent (1..=100) of
+    /// the route's context window (default: $SESSIONLOG_COMPACT_THRESHOLD, else 80).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u64).range(1..=100))]
+    compact_threshold: Option<u64>,
     /// A replay script (JSON; see the engine's `agent::replay`).
     #[arg(long)]
     script: Option<PathBuf>,
@@ -107,6 +112,12 @@ pub fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let root = std::env::current_dir().context("no working directory")?;
     let mut agent = Agent::open(&store, &session, adapter, route, &root)?;
+    if let Some(percent) = args.compact_threshold {
+        agent = agent.with_compaction(CompactionPolicy {
+            threshold_percent: percent,
+            ..CompactionPolicy::from_env()
+        });
+    }
     let stdout = std::io::stdout();
     let report = agent.run_turn(&prompt, &CancelToken::new(), &mut |text| {
         if global.json {

@@ -190,3 +190,73 @@ fn compact_refuses_a_larger_summary() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("not smaller"), "{}", stderr(&out));
 }
+
+/// The seqs of the live surface of stored session `session`.
+fn surface(dir: &Path, db: &str, session: &str) -> Vec<u64> {
+    let doc = json_ok(dir, &["--json", "surface", "--db", db, session]);
+    doc["nodes"]
+        .as_array()
+        .map(|n| n.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
+// Goal: `compact --from SEQ --to SEQ` compacts a mid-range region: the checkpoint takes the
+// region's place on the surface, the nodes before and after stay, the report says the span is
+// not the head and forgoes reuse, and requests and tokens still agree; a region including
+// node 0, a seq off the surface and a lone --from are refused.
+// Method: three runs with long prompts, read the surface, compact the second turn's user and
+// assistant nodes, read the surface again; then the refused forms and their exit codes.
+#[test]
+fn compact_a_mid_range_region() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("db").display().to_string();
+    for tag in ["alpha", "beta", "gamma"] {
+        let prompt = long_prompt(tag);
+        let out = sessionlog_in(dir.path(), &["run", "--db", &db, "--session", "s", &prompt]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let before = surface(dir.path(), &db, "s");
+    assert_eq!(before.len(), 7);
+    let (from, to) = (before[3].to_string(), before[4].to_string());
+    let report = json_ok(
+        dir.path(),
+        &[
+            "--json", "compact", "--db", &db, "s", "--from", &from, "--to", &to,
+        ],
+    );
+    assert_eq!(report["compacted"], true);
+    assert_eq!(report["atHead"], false);
+    assert_eq!(report["reusesPrefix"], false);
+    assert_eq!(
+        report["shadowedSeqs"],
+        serde_json::json!([before[3], before[4]])
+    );
+    let checkpoint = report["checkpointSeq"].as_u64().expect("a checkpoint seq");
+    let after = surface(dir.path(), &db, "s");
+    let mut expected = before[..3].to_vec();
+    expected.push(checkpoint);
+    expected.extend(&before[5..]);
+    assert_eq!(after, expected);
+    assert_tokens_match_requests(dir.path(), &db, "s");
+
+    let (head, last) = (before[0].to_string(), before[6].to_string());
+    let out = sessionlog_in(
+        dir.path(),
+        &["compact", "--db", &db, "s", "--from", &head, "--to", &last],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("node 0"), "{}", stderr(&out));
+    let out = sessionlog_in(
+        dir.path(),
+        &["compact", "--db", &db, "s", "--from", &from, "--to", &to],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not a live surface node"),
+        "{}",
+        stderr(&out)
+    );
+    let out = sessionlog_in(dir.path(), &["compact", "--db", &db, "s", "--from", &from]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(surface(dir.path(), &db, "s"), expected);
+}

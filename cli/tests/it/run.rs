@@ -274,3 +274,63 @@ fn requests_json_body_equals_the_sent_bodies() {
     let report = requests_json(dir.path(), db, "r");
     assert_eq!(report["requests"][0].get("body"), None);
 }
+
+/// Four runs with long prompts on a 1300-token window, with `extra` arguments and the
+/// threshold variable set to `env` (or removed); whether any compaction was committed.
+fn compacts_with(extra: &[&str], env: Option<&str>) -> bool {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("db").display().to_string();
+    for tag in ["alpha", "beta", "gamma", "delta"] {
+        let prompt = (0..120)
+            .map(|i| format!("{tag}{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut args = vec![
+            "run",
+            "--db",
+            &db,
+            "--session",
+            "s",
+            "--context-window",
+            "1300",
+        ];
+        args.extend(extra);
+        args.push(&prompt);
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sessionlog"));
+        command
+            .args(&args)
+            .current_dir(dir.path())
+            .env_remove("DEEPSEEK_API_KEY")
+            .env_remove("DEEPSEEK_BASE_URL")
+            .env_remove("SESSIONLOG_DB")
+            .env_remove("SESSIONLOG_COMPACT_THRESHOLD");
+        if let Some(value) = env {
+            command.env("SESSIONLOG_COMPACT_THRESHOLD", value);
+        }
+        let out = command.output().expect("the sessionlog binary runs");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let out = sessionlog_in(dir.path(), &["--json", "show", "--db", &db, "s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout(&out).contains("\"kind\":\"compaction\"")
+}
+
+// Goal: `run --compact-threshold PERCENT` sets the pressure threshold: at 40% the fourth run
+// compacts where the default 80% does not; the flag overrides SESSIONLOG_COMPACT_THRESHOLD,
+// which stays the fallback; a percent outside 1..=100 is a usage error.
+// Method: four long runs on a 1300-token window (about 78% full before the fourth) with no
+// flag, with the flag over a higher env value, with only the env value, and a flag of 0.
+#[test]
+fn run_compact_threshold_flag() {
+    assert!(!compacts_with(&[], None));
+    assert!(compacts_with(&["--compact-threshold", "40"], Some("99")));
+    assert!(compacts_with(&[], Some("40")));
+    assert!(!compacts_with(&["--compact-threshold", "99"], Some("40")));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("db").display().to_string();
+    let out = sessionlog_in(
+        dir.path(),
+        &["run", "--db", &db, "--compact-threshold", "0", "hello"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -43,6 +43,7 @@ use super::deepseek::serialize::{wire_body, TOOL_UPDATE_FORM};
 use super::repair::repair_session;
 use super::tools::{BuiltinTools, PLAN_TOOL};
 use super::{AgentError, CancelToken};
+use crate::compaction::trigger::CompactionPolicy;
 use crate::prompt::capability::PreparedCall;
 use crate::prompt::registry::{AssemblyContext, Item, Layer, PromptRegistry, Registration};
 use crate::prompt::step::{PromptLoop, StepInput};
@@ -80,6 +81,8 @@ pub struct Agent<'a> {
     adapter: Box<dyn LlmAdapter + 'a>,
     route: PreparedCall,
     retry: RetryPolicy,
+    /// The pressure-compaction policy; `None` reads it from the environment at each step.
+    compaction: Option<CompactionPolicy>,
     last_turn: u64,
 }
 
@@ -184,6 +187,7 @@ impl<'a> Agent<'a> {
             adapter,
             route,
             retry: RetryPolicy::default(),
+            compaction: None,
             last_turn,
         })
     }
@@ -191,6 +195,17 @@ impl<'a> Agent<'a> {
     pub fn with_retry(mut self, retry: RetryPolicy) -> Agent<'a> {
         self.retry = retry;
         self
+    }
+
+    /// Sets the pressure-compaction policy, overriding [`CompactionPolicy::from_env`].
+    pub fn with_compaction(mut self, policy: CompactionPolicy) -> Agent<'a> {
+        self.compaction = Some(policy);
+        self
+    }
+
+    /// The pressure-compaction policy the next step uses.
+    pub fn compaction_policy(&self) -> CompactionPolicy {
+        self.compaction.unwrap_or_else(CompactionPolicy::from_env)
     }
 
     pub fn session(&self) -> &str {
@@ -298,7 +313,8 @@ impl<'a> Agent<'a> {
                 .render_contexts()
                 .map_err(|e| AgentError::Assembly(e.to_string()))?;
             let route = self.route.clone();
-            crate::compaction::trigger::pre_step(
+            crate::compaction::trigger::pre_step_with(
+                self.compaction_policy(),
                 self.store,
                 &self.session,
                 &mut *self.adapter,

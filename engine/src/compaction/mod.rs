@@ -9,7 +9,8 @@
 //!   provider cache instead of missing it;
 //! - [`events`]: the event sequence `compaction/start` -> `compaction/summary` -> checkpoint
 //!   `user/message` (the replace) -> `compaction/end`;
-//! - [`run`]: [`run::compact`], one whole compaction through the agent's adapter;
+//! - [`run`]: [`run::compact`], one whole compaction through the agent's adapter, and
+//!   [`run::compact_region`], a manual compaction of a chosen mid-surface region;
 //! - [`trigger`]: the loop's hooks: pressure before a step, recovery after an overflow.
 
 pub mod events;
@@ -19,8 +20,10 @@ pub mod run;
 pub mod trigger;
 
 pub use input::{build_summarization_input, SummarizationInput, COMPACTION_INSTRUCTION};
-pub use range::{select_compactable_range, surface_nodes, CompactRange, RangeNode};
-pub use run::{compact, CompactionError, CompactionOptions, CompactionReport};
+pub use range::{
+    select_compactable_range, select_region, surface_nodes, CompactRange, RangeNode, RegionError,
+};
+pub use run::{compact, compact_region, CompactionError, CompactionOptions, CompactionReport};
 
 /// The estimated context of the fold's head: surface plus tools (spec 14).
 pub fn meter_total(fold: &sessionlog_format::SessionFold) -> u64 {

@@ -127,6 +127,76 @@ pub fn select_compactable_range(
     })
 }
 
+/// Why a requested region cannot be compacted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegionError {
+    /// The seq names no live surface node.
+    #[error("seq {seq} is not a live surface node")]
+    NotOnSurface { seq: u64 },
+    /// The end comes before the start in surface order.
+    #[error(
+        "the region's end (seq {end_seq}) comes before its start (seq {start_seq}) on the surface"
+    )]
+    Reversed { start_seq: u64, end_seq: u64 },
+    /// The region includes node 0, the head of the surface, which is never shadowed.
+    #[error("the region includes node 0 (seq {seq}), which is never shadowed")]
+    IncludesHead { seq: u64 },
+    /// A tool call and its result lie on opposite sides of a region boundary.
+    #[error("the region splits a tool call from its result at its {side} boundary")]
+    Unbalanced { side: &'static str },
+    /// The span is no larger than an empty checkpoint, so compacting it cannot shrink.
+    #[error("the region holds {tokens} tokens, no more than an empty checkpoint ({floor})")]
+    TooSmall { tokens: u64, floor: u64 },
+}
+
+/// The surface span from `start_seq` to `end_seq` (both inclusive, in surface order), for
+/// a manual compaction of a chosen region. It must not include node 0 and must be
+/// tool-pairing balanced: no call before it waits for a result inside or after it, and no
+/// call inside it waits for a result after it.
+pub fn select_region(
+    nodes: &[RangeNode],
+    start_seq: u64,
+    end_seq: u64,
+) -> Result<CompactRange, RegionError> {
+    let position = |seq: u64| {
+        nodes
+            .iter()
+            .position(|n| n.seq == seq)
+            .ok_or(RegionError::NotOnSurface { seq })
+    };
+    let start = position(start_seq)?;
+    let end = position(end_seq)?;
+    if end < start {
+        return Err(RegionError::Reversed { start_seq, end_seq });
+    }
+    if start == 0 {
+        return Err(RegionError::IncludesHead { seq: start_seq });
+    }
+    let balanced = balanced_prefixes(nodes);
+    if !balanced[start] {
+        return Err(RegionError::Unbalanced { side: "start" });
+    }
+    if !balanced[end + 1] {
+        return Err(RegionError::Unbalanced { side: "end" });
+    }
+    let span = &nodes[start..=end];
+    Ok(CompactRange {
+        start_idx: start,
+        end_idx: end,
+        start_seq,
+        end_seq,
+        shadowed_seqs: span.iter().map(|n| n.seq).collect(),
+        shadowed_tokens: span.iter().map(|n| n.tokens).sum(),
+    })
+}
+
+/// Whether `range` starts at the first non-system node: the span an automatic compaction
+/// would take, right after the system head.
+pub fn starts_at_head(nodes: &[RangeNode], range: &CompactRange) -> bool {
+    nodes.iter().position(|n| n.kind != NodeKind::System) == Some(range.start_idx)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,5 +352,58 @@ mod tests {
         ];
         let range = select_compactable_range(&nodes, 10, 0).expect("a range");
         assert_eq!((range.start_seq, range.end_seq), (8, 9));
+    }
+
+    #[test]
+    fn a_region_is_chosen_by_seq() {
+        // Goal: a mid-surface region is selected by its endpoints, in surface order.
+        // Method: a plain surface; select seqs 3..=6 and check positions and tokens; a
+        // region right after the head starts at the head, a later one does not.
+        let nodes = plain(4);
+        let range = select_region(&nodes, 3, 6).expect("a region");
+        assert_eq!((range.start_idx, range.end_idx), (3, 6));
+        assert_eq!(range.shadowed_seqs, vec![3, 4, 5, 6]);
+        assert_eq!(range.shadowed_tokens, 40);
+        assert!(!starts_at_head(&nodes, &range));
+        let head = select_region(&nodes, 1, 2).expect("a region");
+        assert!(starts_at_head(&nodes, &head));
+    }
+
+    #[test]
+    fn a_region_is_refused_with_a_typed_error() {
+        // Goal: unknown seqs, a reversed span, node 0 and a split tool pairing are refused.
+        // Method: one call per refusal over small surfaces.
+        let nodes = plain(2);
+        assert_eq!(
+            select_region(&nodes, 1, 99),
+            Err(RegionError::NotOnSurface { seq: 99 })
+        );
+        assert_eq!(
+            select_region(&nodes, 3, 1),
+            Err(RegionError::Reversed {
+                start_seq: 3,
+                end_seq: 1
+            })
+        );
+        assert_eq!(
+            select_region(&nodes, 0, 2),
+            Err(RegionError::IncludesHead { seq: 0 })
+        );
+        let tools = vec![
+            node(0, NodeKind::System, 50),
+            node(1, NodeKind::User, 10),
+            call(2, 10, "a"),
+            result(3, 10, "a"),
+            node(4, NodeKind::Assistant, 10),
+        ];
+        assert_eq!(
+            select_region(&tools, 1, 2),
+            Err(RegionError::Unbalanced { side: "end" })
+        );
+        assert_eq!(
+            select_region(&tools, 3, 4),
+            Err(RegionError::Unbalanced { side: "start" })
+        );
+        assert!(select_region(&tools, 2, 3).is_ok());
     }
 }

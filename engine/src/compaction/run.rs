@@ -4,11 +4,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use sessionlog_format::tokens::estimate_message;
-use sessionlog_format::{ContentBlock, Event};
+use sessionlog_format::{ContentBlock, Event, SessionFold};
 
 use super::events::{checkpoint_message, end_event, finish_events, start_event, Summary};
 use super::input::build_summarization_input;
-use super::range::{select_compactable_range, surface_nodes, CompactRange};
+use super::range::{
+    select_compactable_range, select_region, starts_at_head, surface_nodes, CompactRange,
+    RegionError,
+};
 use crate::agent::adapter::{CallRequest, LlmAdapter, StreamBuilder};
 use crate::agent::CancelToken;
 use crate::prompt::capability::PreparedCall;
@@ -51,8 +54,12 @@ pub struct CompactionReport {
     /// The summarisation route.
     pub provider: String,
     pub model: String,
-    /// Whether the summarisation call could reuse the warm conversation prefix: false when
-    /// the summarisation route differs from the route of the request header in force.
+    /// Whether the span starts right after the system head, as an automatic compaction's
+    /// does; false for a manual mid-range region.
+    pub at_head: bool,
+    /// Whether the compaction could reuse the warm conversation prefix: false when the
+    /// summarisation route differs from the route of the request header in force, or when
+    /// the span is not the request head ([`CompactionReport::at_head`]).
     pub reuses_prefix: bool,
 }
 
@@ -63,6 +70,9 @@ pub struct CompactionReport {
 pub enum CompactionError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A chosen region cannot be compacted; nothing is committed.
+    #[error(transparent)]
+    Region(#[from] RegionError),
     /// The summarisation failed; `compaction/end` with this error is committed.
     #[error("compaction {compaction_id} failed: {code}: {message}")]
     Failed {
@@ -85,13 +95,67 @@ struct Plan {
     range: CompactRange,
     body: Value,
     conversation: Option<(Option<String>, String)>,
+    /// Whether the span starts right after the system head.
+    at_head: bool,
+}
+
+/// Which span a compaction takes.
+#[derive(Debug, Clone, Copy)]
+enum Selection {
+    /// [`select_compactable_range`] with these options.
+    Head(CompactionOptions),
+    /// A chosen surface region, by its endpoint seqs.
+    Region { start_seq: u64, end_seq: u64 },
+}
+
+/// The plan of one compaction over `fold`: `Ok(None)` when an automatic selection finds
+/// nothing worth compacting; a chosen region that cannot be compacted is an error.
+fn plan(
+    fold: &SessionFold,
+    selection: Selection,
+    route: &PreparedCall,
+) -> Result<Option<Plan>, RegionError> {
+    let nodes = surface_nodes(fold);
+    // The checkpoint's framing alone costs this much: a span no larger cannot shrink.
+    let floor = estimate_message(&checkpoint_message("", ""));
+    let range = match selection {
+        Selection::Head(options) => {
+            let range =
+                select_compactable_range(&nodes, options.retain_tokens, options.max_input_tokens);
+            match range {
+                Some(range) if range.shadowed_tokens > floor => range,
+                _ => return Ok(None),
+            }
+        }
+        Selection::Region { start_seq, end_seq } => {
+            let range = select_region(&nodes, start_seq, end_seq)?;
+            if range.shadowed_tokens <= floor {
+                return Err(RegionError::TooSmall {
+                    tokens: range.shadowed_tokens,
+                    floor,
+                });
+            }
+            range
+        }
+    };
+    let input = build_summarization_input(fold, &range);
+    let conversation = fold
+        .request_header()
+        .map(|h| (h.config.provider.clone(), h.config.model.clone()));
+    Ok(Some(Plan {
+        next_seq: fold.admission().next_seq(),
+        body: input.wire_body(Some(&route.model)),
+        at_head: starts_at_head(&nodes, &range),
+        range,
+        conversation,
+    }))
 }
 
 /// Runs one compaction over the head of `session`: selects the range, sends the replayed
 /// prefix plus the instruction to `adapter` on `route`, and commits the summary, the
 /// checkpoint and the end. Returns `Ok(None)` when there is nothing to compact, or the span
-/// is no larger than an empty checkpoint (and commits nothing). `route` may differ from the conversation's route; the call then forgoes prefix
-/// reuse, which the report says.
+/// is no larger than an empty checkpoint (and commits nothing). `route` may differ from the
+/// conversation's route; the call then forgoes prefix reuse, which the report says.
 pub fn compact(
     store: &Store,
     session: &str,
@@ -100,36 +164,55 @@ pub fn compact(
     options: CompactionOptions,
     cancel: &CancelToken,
 ) -> Result<Option<CompactionReport>, CompactionError> {
-    let plan = store.with_fold(session, |fold| {
-        let nodes = surface_nodes(fold);
-        let range =
-            select_compactable_range(&nodes, options.retain_tokens, options.max_input_tokens)?;
-        // The checkpoint's framing alone costs this much: a span no larger cannot shrink.
-        let floor = estimate_message(&checkpoint_message("", ""));
-        if range.shadowed_tokens <= floor {
-            return None;
-        }
-        let input = build_summarization_input(fold, &range);
-        let conversation = fold
-            .request_header()
-            .map(|h| (h.config.provider.clone(), h.config.model.clone()));
-        Some(Plan {
-            next_seq: fold.admission().next_seq(),
-            body: input.wire_body(Some(&route.model)),
-            range,
-            conversation,
-        })
-    })?;
-    let Some(plan) = plan else {
-        return Ok(None);
-    };
+    let planned = store.with_fold(session, |fold| plan(fold, Selection::Head(options), route))?;
+    match planned? {
+        Some(plan) => execute(store, session, adapter, route, options.turn, plan, cancel).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A manual compaction of the surface region from `start_seq` to `end_seq` (both inclusive,
+/// in surface order), anywhere after node 0. The summariser is sent the true prefix: every
+/// derived message before the region, then the region, then the instruction. A region that
+/// does not start right after the system head is not the span the request head would
+/// compact, so the report says it forgoes reuse. A region that is not on the surface,
+/// includes node 0, splits a tool call from its result or is too small to shrink is refused
+/// with [`CompactionError::Region`] before anything is committed.
+pub fn compact_region(
+    store: &Store,
+    session: &str,
+    start_seq: u64,
+    end_seq: u64,
+    adapter: &mut dyn LlmAdapter,
+    route: &PreparedCall,
+    cancel: &CancelToken,
+) -> Result<CompactionReport, CompactionError> {
+    let selection = Selection::Region { start_seq, end_seq };
+    let planned = store.with_fold(session, |fold| plan(fold, selection, route))?;
+    let plan = planned?.ok_or(CompactionError::Region(RegionError::TooSmall {
+        tokens: 0,
+        floor: 0,
+    }))?;
+    execute(store, session, adapter, route, None, plan, cancel)
+}
+
+/// Commits `compaction/start`, makes the summarisation call and commits the rest.
+fn execute(
+    store: &Store,
+    session: &str,
+    adapter: &mut dyn LlmAdapter,
+    route: &PreparedCall,
+    turn: Option<u64>,
+    plan: Plan,
+    cancel: &CancelToken,
+) -> Result<CompactionReport, CompactionError> {
     let compaction_id = format!("compact-{}", plan.next_seq);
     let start_seq = plan.next_seq;
-    let start = start_event(start_seq, now_ms(), &compaction_id, options.turn);
+    let start = start_event(start_seq, now_ms(), &compaction_id, turn);
     let next = store.append(session, start_seq, vec![start])?.next_seq;
     let fail = |next: u64, code: &str, message: String| -> CompactionError {
         let error = json!({ "code": code, "message": message });
-        let end = end_event(next, now_ms(), &compaction_id, options.turn, Some(error));
+        let end = end_event(next, now_ms(), &compaction_id, turn, Some(error));
         if let Err(e) = store.append(session, next, vec![end]) {
             return CompactionError::Store(e);
         }
@@ -195,17 +278,17 @@ pub fn compact(
         now_next,
         now_ms(),
         &compaction_id,
-        options.turn,
+        turn,
         start_seq,
         &plan.range,
         &summary,
     );
     let end_seq = now_next + 2;
     store.append(session, now_next, events)?;
-    let reuses_prefix = plan.conversation.as_ref().is_some_and(|(provider, model)| {
+    let same_route = plan.conversation.as_ref().is_some_and(|(provider, model)| {
         provider.as_deref() == Some(route.provider.as_str()) && *model == route.model
     });
-    Ok(Some(CompactionReport {
+    Ok(CompactionReport {
         compaction_id,
         start_seq,
         checkpoint_seq: now_next + 1,
@@ -214,6 +297,7 @@ pub fn compact(
         checkpoint_tokens,
         provider: route.provider.clone(),
         model: route.model.clone(),
-        reuses_prefix,
-    }))
+        at_head: plan.at_head,
+        reuses_prefix: same_route && plan.at_head,
+    })
 }

@@ -71,7 +71,7 @@ fn settle(
     match result {
         Ok(report) => Ok(report.is_some()),
         // The failure is recorded on `compaction/end`; the loop goes on without it.
-        Err(CompactionError::Failed { .. }) => Ok(false),
+        Err(CompactionError::Failed { .. } | CompactionError::Region(_)) => Ok(false),
         Err(CompactionError::Store(e)) => Err(AgentError::Store(e)),
     }
 }

@@ -2,9 +2,6 @@
 //! chat-completions SSE protocol and records every request body; each test rebuilds the
 //! requests from the log and compares them with the recorded bodies.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -26,114 +23,8 @@ use sessionlog_engine::requests::{requests, RequestOptions};
 use sessionlog_engine::store::Store;
 use sessionlog_format::{Event, EventData, EventType, SessionHeader};
 
+use crate::loopback::{done_chunks, text_chunk, tool_chunks, Reply, Server};
 use crate::support::temp_store;
-
-/// One scripted HTTP reply.
-#[derive(Clone)]
-enum Reply {
-    /// 200 with these SSE chunks (JSON) then `[DONE]`.
-    Sse(Vec<Value>),
-    /// An error status.
-    Status(u16),
-    /// 200 with these chunks, then a stall of a few seconds with the connection open.
-    Stall(Vec<Value>),
-}
-
-struct Server {
-    base: String,
-    bodies: Arc<Mutex<Vec<Value>>>,
-}
-
-fn text_chunk(text: &str) -> Value {
-    json!({ "choices": [{ "index": 0, "delta": { "content": text } }] })
-}
-
-fn done_chunks(text: &str) -> Vec<Value> {
-    vec![
-        text_chunk(text),
-        json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "stop" }],
-                "usage": { "prompt_tokens": 20, "completion_tokens": 3, "prompt_cache_hit_tokens": 16 } }),
-    ]
-}
-
-fn tool_chunks(id: &str, name: &str, arguments: &str) -> Vec<Value> {
-    vec![
-        json!({ "choices": [{ "index": 0, "delta": { "tool_calls": [
-            { "index": 0, "id": id, "type": "function", "function": { "name": name, "arguments": arguments } }
-        ] } }] }),
-        json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "tool_calls" }] }),
-    ]
-}
-
-fn sse(chunks: &[Value]) -> String {
-    chunks.iter().map(|c| format!("data: {c}\n\n")).collect()
-}
-
-impl Server {
-    fn start(replies: Vec<Reply>) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-        let base = format!("http://{}", listener.local_addr().expect("an address"));
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let recorded = Arc::clone(&bodies);
-        thread::spawn(move || {
-            for reply in replies {
-                let Ok((stream, _)) = listener.accept() else {
-                    return;
-                };
-                let recorded = Arc::clone(&recorded);
-                thread::spawn(move || {
-                    let mut reader = BufReader::new(stream);
-                    let mut length = 0usize;
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                            break;
-                        }
-                        let lower = line.to_ascii_lowercase();
-                        if let Some(v) = lower.strip_prefix("content-length:") {
-                            length = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0u8; length];
-                    let _ = reader.read_exact(&mut body);
-                    let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    recorded.lock().expect("the lock").push(value);
-                    let mut stream = reader.into_inner();
-                    let head = |status: &str, kind: &str| {
-                        format!(
-                        "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\nconnection: close\r\n\r\n"
-                    )
-                    };
-                    let _ = match reply {
-                        Reply::Sse(chunks) => {
-                            let text = head("200 OK", "text/event-stream")
-                                + &sse(&chunks)
-                                + "data: [DONE]\n\n";
-                            stream.write_all(text.as_bytes())
-                        }
-                        Reply::Status(code) => {
-                            let text = head(&format!("{code} Error"), "application/json")
-                                + "{\"error\":{\"message\":\"busy\"}}";
-                            stream.write_all(text.as_bytes())
-                        }
-                        Reply::Stall(chunks) => {
-                            let text = head("200 OK", "text/event-stream") + &sse(&chunks);
-                            let _ = stream.write_all(text.as_bytes());
-                            let _ = stream.flush();
-                            thread::sleep(Duration::from_secs(3));
-                            Ok(())
-                        }
-                    };
-                });
-            }
-        });
-        Server { base, bodies }
-    }
-
-    fn bodies(&self) -> Vec<Value> {
-        self.bodies.lock().expect("the lock").clone()
-    }
-}
 
 fn flash() -> PreparedCall {
     PreparedCall::prepare(Adapter::DeepSeek, &Catalog::deepseek().models()[0])

@@ -3,23 +3,33 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use sessionlog_engine::agent::adapter::{CallFailure, CallRequest, Delta, LlmAdapter};
+use sessionlog_engine::agent::deepseek::client::DeepSeekClient;
+use sessionlog_engine::agent::deepseek::serialize::deepseek_row_body;
 use sessionlog_engine::agent::turn::Agent;
 use sessionlog_engine::agent::CancelToken;
 use sessionlog_engine::compaction::run::DEFAULT_RETAIN_TOKENS;
+use sessionlog_engine::compaction::trigger::CompactionPolicy;
 use sessionlog_engine::compaction::{
-    compact, CompactionError, CompactionOptions, COMPACTION_INSTRUCTION,
+    compact, compact_region, surface_nodes, CompactionError, CompactionOptions, RegionError,
+    COMPACTION_INSTRUCTION,
 };
 use sessionlog_engine::inspect::SessionSource;
-use sessionlog_engine::prompt::capability::PreparedCall;
+use sessionlog_engine::prompt::capability::{Adapter, Catalog, PreparedCall};
 use sessionlog_engine::requests::{requests, PrefixBreak, RequestOptions};
 use sessionlog_engine::store::Store;
+use sessionlog_format::surface::NodeKind;
 use sessionlog_format::{EventData, EventType, SurfaceOp};
 
+use crate::loopback::{done_chunks, is_summarisation, Reply, Server};
 use crate::support::temp_store;
+
+/// The context window of the loopback pressure test, in tokens.
+const LOOPBACK_WINDOW: u64 = 2_000;
 
 /// One scripted answer.
 #[derive(Clone)]
@@ -607,4 +617,195 @@ fn overflow_recovers_by_compaction() {
     assert_eq!(start.turn, json!(3));
     let bodies = bodies.borrow().clone();
     assert!(summarisation_index(&bodies).is_some());
+}
+
+/// The DeepSeek flash route with a context window of `window` tokens.
+fn flash_windowed(window: u64) -> PreparedCall {
+    let mut route = PreparedCall::prepare(Adapter::DeepSeek, &Catalog::deepseek().models()[0]);
+    route.context_window = Some(window);
+    route
+}
+
+// Goal: against the loopback DeepSeek server, pressure compaction sends a summarisation body
+// that carries the previous conversation body's messages up to the end of the shadowed range
+// (the system head, then one message per shadowed node), then the instruction, with the same
+// tools and model; every conversation request rebuilt from the log equals what was sent.
+// Method: drive an Agent with the real DeepSeek client on a small window and an explicit
+// policy, so pressure compaction fires on a later turn; the server answers summarisation
+// calls with a short summary; compare the recorded bodies with each other and with the
+// requests rebuilt from the log.
+#[test]
+fn loopback_summarisation_replays_the_sent_prefix() {
+    let replies = ["first", "second", "third", "fourth"]
+        .iter()
+        .map(|tag| Reply::Sse(done_chunks(&long(150, tag))))
+        .collect();
+    let server = Server::with_summaries(replies, Reply::Sse(done_chunks("short summary")));
+    let (_dir, store) = temp_store();
+    let client = DeepSeekClient::new(&server.base, Some("k".into()), Duration::from_secs(5))
+        .expect("a client");
+    let root = std::env::temp_dir();
+    let window = LOOPBACK_WINDOW;
+    let mut agent = Agent::open(&store, "s", Box::new(client), flash_windowed(window), &root)
+        .expect("the agent opens")
+        .with_compaction(CompactionPolicy {
+            threshold_percent: 50,
+            retain_percent: 10,
+        });
+    for input in ["one", "two", "three", "four"] {
+        agent
+            .run_turn(input, &CancelToken::new(), &mut |_| {})
+            .expect("a turn");
+    }
+    drop(agent);
+    let sent = server.bodies();
+    let at = summarisation_index(&sent).expect("a summarisation call");
+    assert!(at > 0);
+    let (summary, previous) = (&sent[at], &sent[at - 1]);
+    assert!(!is_summarisation(previous));
+    let next = store.head("s").expect("a head").next_seq;
+    let events = store.read_range("s", 0, next).expect("the events");
+    let shadowed = events
+        .iter()
+        .find_map(|e| match &e.data {
+            EventData::CompactionSummary(d) => Some(d.shadowed_seqs.clone()),
+            _ => None,
+        })
+        .expect("a committed summary");
+    let messages = summary["messages"].as_array().expect("messages");
+    let (trailing, prefix) = messages.split_last().expect("messages");
+    let previous_messages = previous["messages"].as_array().expect("messages");
+    assert_eq!(prefix.len(), 1 + shadowed.len());
+    assert!(prefix.len() <= previous_messages.len());
+    assert_eq!(prefix, &previous_messages[..prefix.len()]);
+    assert_eq!(prefix[0]["role"], "system");
+    assert_eq!(trailing["role"], "user");
+    assert_eq!(trailing["content"], COMPACTION_INSTRUCTION);
+    assert_eq!(summary["tools"], previous["tools"]);
+    assert!(summary["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    assert_eq!(summary["model"], previous["model"]);
+
+    let report = requests(
+        SessionSource::Store {
+            store: &store,
+            session: "s",
+        },
+        RequestOptions { bodies: true },
+    )
+    .expect("requests rebuild");
+    let rebuilt: Vec<Value> = report
+        .requests
+        .iter()
+        .filter_map(deepseek_row_body)
+        .collect();
+    let conversation: Vec<Value> = sent.into_iter().filter(|b| !is_summarisation(b)).collect();
+    assert_eq!(rebuilt.len(), report.requests.len());
+    assert_eq!(rebuilt, conversation);
+}
+
+// Goal: a manual mid-range region replays the true prefix: the summariser gets every derived
+// message before the region, then the region, then the instruction, which is a prefix of the
+// last conversation body; the checkpoint replaces exactly the region, the nodes before and
+// after it stay, and the report says the span is not the head and forgoes reuse.
+// Method: three turns through a recording adapter; compact the second user message and the
+// answer to it; compare the summarisation body with the last conversation body and read the
+// surface back.
+#[test]
+fn manual_mid_range_region_replays_the_true_prefix() {
+    let (_dir, store) = temp_store();
+    let sent = converse(&store);
+    let last = sent.last().expect("a request").clone();
+    let nodes = store.with_fold("s", surface_nodes).expect("the fold");
+    let users: Vec<usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.kind == NodeKind::User)
+        .map(|(i, _)| i)
+        .collect();
+    let (start, end) = (users[1], users[2] - 1);
+    assert!(start > 1 && nodes[end].kind == NodeKind::Assistant);
+    let (mut recorder, bodies) = Recorder::new(vec![]);
+    let report = compact_region(
+        &store,
+        "s",
+        nodes[start].seq,
+        nodes[end].seq,
+        &mut recorder,
+        &route("m"),
+        &CancelToken::new(),
+    )
+    .expect("the region compacts");
+    assert!(!report.at_head);
+    assert!(!report.reuses_prefix);
+    let region: Vec<u64> = nodes[start..=end].iter().map(|n| n.seq).collect();
+    assert_eq!(report.range.shadowed_seqs, region);
+    let body = bodies.borrow()[0].clone();
+    let messages = body["messages"].as_array().expect("messages");
+    let (trailing, prefix) = messages.split_last().expect("messages");
+    let previous = last["messages"].as_array().expect("messages");
+    assert_eq!(prefix.len(), end + 1);
+    assert_eq!(prefix, &previous[..end + 1]);
+    assert_eq!(trailing["content"], COMPACTION_INSTRUCTION);
+    assert_eq!(body["tools"], last["tools"]);
+    let after: Vec<u64> = store
+        .with_fold("s", surface_nodes)
+        .expect("the fold")
+        .iter()
+        .map(|n| n.seq)
+        .collect();
+    let mut expected: Vec<u64> = nodes[..start].iter().map(|n| n.seq).collect();
+    expected.push(report.checkpoint_seq);
+    expected.extend(nodes[end + 1..].iter().map(|n| n.seq));
+    assert_eq!(after, expected);
+}
+
+// Goal: a region that includes node 0, splits a tool call from its result or names no
+// surface node is refused with a typed error, commits nothing and calls no model.
+// Method: three turns with a tool call; try each refused region and check the head and the
+// adapter's call count.
+#[test]
+fn refused_regions_commit_nothing() {
+    let (_dir, store) = temp_store();
+    converse(&store);
+    let nodes = store.with_fold("s", surface_nodes).expect("the fold");
+    let call = nodes
+        .iter()
+        .position(|n| !n.calls.is_empty())
+        .expect("a tool call");
+    let head = store.head("s").expect("a head").next_seq;
+    let (mut recorder, bodies) = Recorder::new(vec![]);
+    let cases = [
+        ((nodes[0].seq, nodes[2].seq), "includes node 0"),
+        ((nodes[1].seq, nodes[call].seq), "splits a tool call"),
+        ((nodes[1].seq, head + 10), "is not a live surface node"),
+    ];
+    for ((from, to), why) in cases {
+        let result = compact_region(
+            &store,
+            "s",
+            from,
+            to,
+            &mut recorder,
+            &route("m"),
+            &CancelToken::new(),
+        );
+        let Err(CompactionError::Region(error)) = result else {
+            panic!("{why}: expected a region error, got {result:?}");
+        };
+        assert!(error.to_string().contains(why), "{error}");
+    }
+    assert!(matches!(
+        compact_region(
+            &store,
+            "s",
+            nodes[1].seq,
+            nodes[call].seq,
+            &mut recorder,
+            &route("m"),
+            &CancelToken::new()
+        ),
+        Err(CompactionError::Region(RegionError::Unbalanced { .. }))
+    ));
+    assert_eq!(store.head("s").expect("a head").next_seq, head);
+    assert!(bodies.borrow().is_empty());
 }

@@ -7,6 +7,7 @@ mod chain;
 mod compaction;
 mod faults;
 mod kill;
+mod loopback;
 mod model;
 mod prompt;
 mod requests;
