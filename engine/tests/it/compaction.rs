@@ -557,8 +557,11 @@ fn no_pressure_no_compaction() {
 }
 
 // Goal: a context-overflow failure compacts everything after the head and retries the step
-// once; a second overflow right after the recovery fails the turn.
-// Method: script an overflow on the third turn's call, then a text; then two overflows.
+// once; the recovery's summarisation call is the failed request's messages up to the end of
+// the shadowed range plus one trailing instruction, with the same tools and model; a second
+// overflow right after the recovery fails the turn.
+// Method: script an overflow on the third turn's call, then a text; then two overflows;
+// compare the summarisation body with the failed body just before it.
 #[test]
 fn overflow_recovers_by_compaction() {
     let (_dir, store) = temp_store();
@@ -616,7 +619,17 @@ fn overflow_recovers_by_compaction() {
     };
     assert_eq!(start.turn, json!(3));
     let bodies = bodies.borrow().clone();
-    assert!(summarisation_index(&bodies).is_some());
+    let at = summarisation_index(&bodies).expect("a summarisation call");
+    assert!(at > 0);
+    let (summary, failed) = (&bodies[at], &bodies[at - 1]);
+    let messages = summary["messages"].as_array().expect("messages");
+    let (trailing, prefix) = messages.split_last().expect("messages");
+    let sent = failed["messages"].as_array().expect("messages");
+    assert!(prefix.len() >= 2 && prefix.len() <= sent.len());
+    assert_eq!(prefix, &sent[..prefix.len()], "the failed request's prefix");
+    assert_eq!(trailing["role"], "user");
+    assert_eq!(summary["tools"], failed["tools"]);
+    assert_eq!(summary["model"], failed["model"]);
 }
 
 /// The DeepSeek flash route with a context window of `window` tokens.
