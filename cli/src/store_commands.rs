@@ -9,6 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use sessionlog_engine::inspect::{fold_session, FoldedSession, SessionSource};
+use sessionlog_engine::seal::{seal_export, verify_sealed, SealReport};
 use sessionlog_engine::store::verify::SessionReport;
 use sessionlog_engine::store::{default_path, Store};
 use sessionlog_engine::transfer::{export_session, import_file, ExportTarget};
@@ -61,13 +62,17 @@ pub struct ExportArgs {
     /// A new file (`.zstd` for compression), or `-` for stdout.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
+    /// Also write `<output>.seal`: the chain head, event count and file hash (docs/format.md).
+    #[arg(long)]
+    seal: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     #[command(flatten)]
     db: DbArgs,
-    /// Sessions to verify (all when none).
+    /// Sessions to verify (all when none); an argument naming an existing file verifies that
+    /// exported log against its `.seal` instead.
     sessions: Vec<String>,
 }
 
@@ -145,7 +150,13 @@ pub fn export(global: Global, args: ExportArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExportTarget::File(args.output.clone())
     };
+    if args.seal && target == ExportTarget::Stdout {
+        return Err(anyhow!("--seal needs a file output, not stdout"));
+    }
     let n_events = export_session(&store, &args.session, &target)?;
+    if args.seal {
+        seal_export(&store, &args.session, &args.output)?;
+    }
     if target != ExportTarget::Stdout && !global.quiet {
         if global.json {
             let file = args.output.display().to_string();
@@ -163,6 +174,17 @@ pub fn export(global: Global, args: ExportArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn verify(global: Global, args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let (files, sessions): (Vec<&String>, Vec<&String>) =
+        args.sessions.iter().partition(|a| Path::new(a).is_file());
+    if !files.is_empty() {
+        if !sessions.is_empty() {
+            return Err(anyhow!(
+                "verify takes either sessions or files; {} is not a file",
+                sessions[0]
+            ));
+        }
+        return verify_files(global, &files);
+    }
     let store = args.db.open()?;
     let reports = store.verify(&args.sessions)?;
     for report in &reports {
@@ -192,6 +214,47 @@ pub fn verify(global: Global, args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let ok = reports.iter().all(SessionReport::ok);
+    Ok(ExitCode::from(if ok { EXIT_OK } else { EXIT_FAULT }))
+}
+
+/// `verify FILE...`: each exported log against its `.seal`.
+fn verify_files(global: Global, files: &[&String]) -> anyhow::Result<ExitCode> {
+    let reports: Vec<SealReport> = files
+        .iter()
+        .map(|f| verify_sealed(Path::new(f.as_str())))
+        .collect();
+    for fault in reports.iter().flat_map(|r| &r.faults) {
+        eprintln!("{fault} [seal]");
+    }
+    if global.json {
+        let files: Vec<_> = reports
+            .iter()
+            .map(|r| {
+                json!({
+                    "file": r.file.display().to_string(),
+                    "session": r.digest.as_ref().map(|d| d.session.clone()),
+                    "events": r.digest.as_ref().map(|d| d.events),
+                    "headHash": r.digest.as_ref().map(|d| hex(&d.chain_head)),
+                    "ok": r.ok(),
+                    "faults": r.faults,
+                })
+            })
+            .collect();
+        print_json(&json!({ "files": files }))?;
+    } else if !global.quiet {
+        for report in reports.iter().filter(|r| r.ok()) {
+            if let Some(d) = &report.digest {
+                let hash = hex(&d.chain_head);
+                println!(
+                    "{}: sealed ok ({} events of {}, head {hash})",
+                    report.file.display(),
+                    d.events,
+                    d.session
+                );
+            }
+        }
+    }
+    let ok = reports.iter().all(SealReport::ok);
     Ok(ExitCode::from(if ok { EXIT_OK } else { EXIT_FAULT }))
 }
 

@@ -30,6 +30,7 @@ pub mod meter;
 pub mod migrate;
 pub mod prompt;
 pub mod requests;
+pub mod seal;
 pub mod service;
 pub mod show;
 pub mod store;

@@ -7,6 +7,7 @@ mod migrate;
 mod prompt;
 mod requests;
 mod run;
+mod seal;
 mod show;
 mod store;
 mod support;

@@ -185,6 +185,10 @@ impl Store {
     /// Opens the store at `path`, creating it (and the meta record, and missing parent
     /// directories) when it does not exist.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        guard("opening the store", || Store::open_unguarded(path))
+    }
+
+    fn open_unguarded(path: &Path) -> Result<Store, StoreError> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(StoreError::storage)?;
         }
@@ -201,10 +205,12 @@ impl Store {
         path: &Path,
         backend: impl redb::StorageBackend,
     ) -> Result<Store, StoreError> {
-        let db = redb::Builder::new()
-            .create_with_backend(backend)
-            .map_err(StoreError::storage)?;
-        Store::open_db(path, db)
+        guard("opening the store", || {
+            let db = redb::Builder::new()
+                .create_with_backend(backend)
+                .map_err(StoreError::storage)?;
+            Store::open_db(path, db)
+        })
     }
 
     fn open_db(path: &Path, db: Database) -> Result<Store, StoreError> {
@@ -381,14 +387,16 @@ impl Store {
 
     /// The ids of every session, in id order.
     pub fn sessions(&self) -> Result<Vec<String>, StoreError> {
-        let txn = self.db.begin_read().map_err(StoreError::storage)?;
-        let table = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
-        let mut ids = Vec::new();
-        for entry in table.iter().map_err(StoreError::storage)? {
-            let (key, _) = entry.map_err(StoreError::storage)?;
-            ids.push(key.value().to_owned());
-        }
-        Ok(ids)
+        guard("listing sessions", || {
+            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            let table = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
+            let mut ids = Vec::new();
+            for entry in table.iter().map_err(StoreError::storage)? {
+                let (key, _) = entry.map_err(StoreError::storage)?;
+                ids.push(key.value().to_owned());
+            }
+            Ok(ids)
+        })
     }
 
     /// The session's header.
@@ -579,8 +587,10 @@ impl Store {
     }
 
     fn load_session(&self, session: &str) -> Result<SessionState, StoreError> {
-        let txn = self.db.begin_read().map_err(StoreError::storage)?;
-        SessionState::load(&txn, session)
+        guard("loading a session", || {
+            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            SessionState::load(&txn, session)
+        })
     }
 
     /// Events `from_seq..to_seq` (clamped to the head), checked record by record.
@@ -590,14 +600,18 @@ impl Store {
         from_seq: u64,
         to_seq: u64,
     ) -> Result<Vec<Event>, StoreError> {
-        let txn = self.db.begin_read().map_err(StoreError::storage)?;
-        session::read_range(&txn, session, from_seq, to_seq)
+        guard("reading events", || {
+            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            session::read_range(&txn, session, from_seq, to_seq)
+        })
     }
 
     /// The fold as of `at_seq` inclusive (`None`: the head).
     pub fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
-        let txn = self.db.begin_read().map_err(StoreError::storage)?;
-        session::fold_at(&txn, session, at_seq)
+        guard("folding a session", || {
+            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            session::fold_at(&txn, session, at_seq)
+        })
     }
 
     /// Runs `f` on the session's warm fold at its head (no copy of the fold is made).
@@ -627,6 +641,25 @@ impl Drop for Store {
         // A failure here leaves the WAL in place; the next open replays it.
         let _ = self.make_durable(&mut wal);
     }
+}
+
+/// Runs `f`, turning a panic into [`StoreError::Corrupt`]. redb keeps no page checksums and
+/// panics on some damaged pages (a zero-filled tail, say); the corruption campaign
+/// (RELIABILITY.md) found this, and no damaged file may crash the engine.
+pub(crate) fn guard<T>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let detail = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(StoreError::Corrupt {
+            reason: format!("the database failed while {what}: {detail}"),
+        })
+    })
 }
 
 /// Locks a mutex; a panic while it was held poisons it, and the data is still consistent

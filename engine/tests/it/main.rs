@@ -5,6 +5,8 @@ mod agent;
 mod audit;
 mod chain;
 mod compaction;
+mod concurrency;
+mod faultpos;
 mod faults;
 mod kill;
 mod loopback;

@@ -2,6 +2,7 @@
 //! tails and property tests.
 
 mod corpus;
+mod fuzz_seeds;
 mod hostile;
 mod legacy;
 mod props;
