@@ -40,6 +40,7 @@
 
 pub mod catalog;
 pub mod error;
+mod inventory;
 pub mod migrator;
 mod proof;
 pub mod v0_to_v1;

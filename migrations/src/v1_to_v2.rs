@@ -510,58 +510,5 @@ fn not_typed(kind: &EventType) -> V1Reason {
 /// V2 -> V3 edge refuses it too).
 fn is_v1_kind(kind: &EventType) -> bool {
     use EventType as T;
-    matches!(
-        kind,
-        T::AgentPresetSelected
-            | T::AgentInboxSpliced
-            | T::ApprovalAsked
-            | T::ApprovalDecided
-            | T::ApprovalPolicy
-            | T::AssistantChunk
-            | T::AssistantMessage
-            | T::CommandDone
-            | T::CommandRun
-            | T::CompactionEnd
-            | T::CompactionPrune
-            | T::CompactionStart
-            | T::CompactionSummary
-            | T::FeedbackRecord
-            | T::GoalChange
-            | T::HookInvoked
-            | T::HookResult
-            | T::LlmRetry
-            | T::LlmRetryStarted
-            | T::ModelSelection
-            | T::PermissionPreset
-            | T::PlanMode
-            | T::RequestContext
-            | T::RequestHeader
-            | T::SandboxMode
-            | T::ScheduleChange
-            | T::DeliveryAccepted
-            | T::SessionEndSeed
-            | T::SessionTitle
-            | T::SessionTitleLlmRequest
-            | T::StepEnd
-            | T::StepStart
-            | T::SubagentDescriptor
-            | T::SubagentModelSelectionPolicy
-            | T::TeamMember
-            | T::TeamMessageDelivered
-            | T::TeamMessageQueued
-            | T::TeamTask
-            | T::TodoWrite
-            | T::ToolWorkflowAgentEnd
-            | T::ToolWorkflowAgentStart
-            | T::ToolWorkflowRunEnd
-            | T::ToolWorkflowRunStart
-            | T::ToolCall
-            | T::ToolCodeDispatch
-            | T::ToolCodeDispatchStart
-            | T::ToolResult
-            | T::TurnEnd
-            | T::TurnStart
-            | T::UserMessage
-            | T::WebDeepseekSearchLlmRequest
-    )
+    crate::inventory::is_shared_released(kind) || matches!(kind, T::AssistantChunk)
 }

@@ -70,62 +70,11 @@ pub(crate) fn audit(event: &Event) -> Result<(), Reason> {
 /// `subagent/catalog`, `deliverables/presented`, fork-only and V0-only types, and unknowns.
 fn is_classified(kind: &EventType) -> bool {
     use EventType as T;
-    matches!(
-        kind,
-        T::AgentPresetSelected
-            | T::AgentInboxSpliced
-            | T::ApprovalAsked
-            | T::ApprovalDecided
-            | T::ApprovalPolicy
-            | T::AssistantAttempt
-            | T::AssistantMessage
-            | T::CommandDone
-            | T::CommandRun
-            | T::CompactionEnd
-            | T::CompactionPrune
-            | T::CompactionStart
-            | T::CompactionSummary
-            | T::FeedbackMessageDelete
-            | T::FeedbackMessagePut
-            | T::FeedbackRecord
-            | T::GoalChange
-            | T::HookInvoked
-            | T::HookResult
-            | T::LlmRetry
-            | T::LlmRetryStarted
-            | T::ModelSelection
-            | T::PermissionPreset
-            | T::PlanMode
-            | T::RequestContext
-            | T::RequestHeader
-            | T::SandboxMode
-            | T::ScheduleChange
-            | T::DeliveryAccepted
-            | T::SessionEndSeed
-            | T::SessionTitle
-            | T::SessionTitleLlmRequest
-            | T::StepEnd
-            | T::StepStart
-            | T::SubagentDescriptor
-            | T::SubagentModelSelectionPolicy
-            | T::TeamMember
-            | T::TeamMessageDelivered
-            | T::TeamMessageQueued
-            | T::TeamTask
-            | T::TodoWrite
-            | T::ToolWorkflowAgentEnd
-            | T::ToolWorkflowAgentStart
-            | T::ToolWorkflowRunEnd
-            | T::ToolWorkflowRunStart
-            | T::ToolCall
-            | T::ToolCodeDispatch
-            | T::ToolCodeDispatchStart
-            | T::ToolResult
-            | T::TurnEnd
-            | T::TurnStart
-            | T::UserMessage
-            | T::WebDeepseekSearchLlmRequest
-    )
+    crate::inventory::is_shared_released(kind)
+        || matches!(
+            kind,
+            T::AssistantAttempt | T::FeedbackMessageDelete | T::FeedbackMessagePut
+        )
 }
 
 fn audit_payload(event: &Event) -> Result<(), Reason> {
