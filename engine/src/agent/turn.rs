@@ -23,6 +23,7 @@
 //! `ABORTED` and the closers of the step and the turn.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -60,6 +61,37 @@ pub const MODEL_SWITCH_FORM: &str = "model-switch";
 /// The plugin name on the loop's notices.
 pub const NOTICE_PLUGIN: &str = "sessionlog-agent";
 
+/// The model selection, shared with whoever may change it while a step runs (a UI, another
+/// thread). Each step binds the selected route once, when it prepares its call; a change
+/// during the step applies from the next step on, and the bound route alone decides the
+/// step's prompt admission, its request and the source of its reply.
+#[derive(Debug, Clone)]
+pub struct RouteSelector(Arc<Mutex<PreparedCall>>);
+
+impl RouteSelector {
+    pub fn new(route: PreparedCall) -> RouteSelector {
+        RouteSelector(Arc::new(Mutex::new(route)))
+    }
+
+    /// Selects `route` for the next step that prepares its call.
+    pub fn select(&self, route: PreparedCall) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = route;
+    }
+
+    /// The route selected now.
+    pub fn current(&self) -> PreparedCall {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The assembly a step admitted, kept so that a retry after a recovery compaction admits
+/// exactly the same prompt, contexts and tools again.
+struct Admitted {
+    rendered: String,
+    contexts: Vec<(String, String)>,
+    tools: Vec<ToolSchema>,
+}
+
 /// What a finished turn did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnReport {
@@ -79,7 +111,7 @@ pub struct Agent<'a> {
     /// Tools added through [`Agent::add_tool`], by name.
     extra_tools: Vec<(String, Registration)>,
     adapter: Box<dyn LlmAdapter + 'a>,
-    route: PreparedCall,
+    route: RouteSelector,
     retry: RetryPolicy,
     /// The pressure-compaction policy; `None` reads it from the environment at each step.
     compaction: Option<CompactionPolicy>,
@@ -185,7 +217,7 @@ impl<'a> Agent<'a> {
             tools,
             extra_tools: Vec::new(),
             adapter,
-            route,
+            route: RouteSelector::new(route),
             retry: RetryPolicy::default(),
             compaction: None,
             last_turn,
@@ -220,11 +252,17 @@ impl<'a> Agent<'a> {
     /// model-switch notice when the route's provider or model differs from the request in
     /// force.
     pub fn set_route(&mut self, route: PreparedCall) {
-        self.route = route;
+        self.route.select(route);
     }
 
-    pub fn route(&self) -> &PreparedCall {
-        &self.route
+    /// The route the next step binds.
+    pub fn route(&self) -> PreparedCall {
+        self.route.current()
+    }
+
+    /// A handle that changes the selection from elsewhere, also while a step runs.
+    pub fn selector(&self) -> RouteSelector {
+        self.route.clone()
     }
 
     /// Whether plan mode is active (restored from the log on open).
@@ -312,7 +350,7 @@ impl<'a> Agent<'a> {
             let contexts = assembly
                 .render_contexts()
                 .map_err(|e| AgentError::Assembly(e.to_string()))?;
-            let route = self.route.clone();
+            let route = self.route.current();
             crate::compaction::trigger::pre_step_with(
                 self.compaction_policy(),
                 self.store,
@@ -332,24 +370,29 @@ impl<'a> Agent<'a> {
             let notices = self.store.with_fold(&self.session, |fold| {
                 switch_notices(fold, &self.session, &route, &assembly.tools, (turn, step))
             })?;
-            let mut admitted = notices;
-            admitted.append(&mut users);
+            let mut admitted_users = notices;
+            admitted_users.append(&mut users);
+            let admitted = Admitted {
+                rendered,
+                contexts,
+                tools: assembly.tools,
+            };
             let input = StepInput {
                 turn,
                 step,
                 time: now_ms(),
                 new_turn: step == 1,
-                rendered: &rendered,
-                runtime: (!contexts.is_empty()).then_some(contexts),
-                users: admitted,
+                rendered: &admitted.rendered,
+                runtime: (!admitted.contexts.is_empty()).then(|| admitted.contexts.clone()),
+                users: admitted_users,
                 call: &route,
                 config: call_config(&route),
-                tools: &assembly.tools,
+                tools: &admitted.tools,
                 declared_series: false,
             };
             self.prompt.run_step(self.store, input)?;
             self.last_turn = turn;
-            let completion = self.call(turn, step, &route, cancel, on_text)?;
+            let completion = self.call((turn, step), &route, &admitted, cancel, on_text)?;
             reply = completion
                 .content
                 .iter()
@@ -430,12 +473,14 @@ impl<'a> Agent<'a> {
         })
     }
 
-    /// Streams the step's call with bounded retries; returns the completion.
+    /// Streams the step's call with bounded retries; returns the completion. After a recovery
+    /// compaction the step's assembly is admitted again (see [`PromptLoop::readmit`]) before
+    /// the call is sent again.
     fn call(
         &mut self,
-        turn: u64,
-        step: u64,
+        (turn, step): (u64, u64),
         route: &PreparedCall,
+        admitted: &Admitted,
         cancel: &CancelToken,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Completion, AgentError> {
@@ -464,6 +509,20 @@ impl<'a> Agent<'a> {
                 &failure,
                 cancel,
             )? {
+                let input = StepInput {
+                    turn,
+                    step,
+                    time: now_ms(),
+                    new_turn: false,
+                    rendered: &admitted.rendered,
+                    runtime: (!admitted.contexts.is_empty()).then(|| admitted.contexts.clone()),
+                    users: Vec::new(),
+                    call: route,
+                    config: call_config(route),
+                    tools: &admitted.tools,
+                    declared_series: false,
+                };
+                self.prompt.readmit(self.store, input)?;
                 continue;
             }
             if failure.is_aborted() {

@@ -83,6 +83,13 @@ pub struct PromptLoop {
     runtime: RuntimeContextProjection,
 }
 
+/// How a batch opens: a new step, or the readmission of a retried step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    Step,
+    Retry,
+}
+
 /// Everything a step reads from the fold.
 struct Plan {
     next_seq: u64,
@@ -115,6 +122,34 @@ impl PromptLoop {
         &mut self,
         store: &Store,
         input: StepInput<'_>,
+    ) -> Result<StepOutcome, PromptError> {
+        self.commit(store, input, Opening::Step)
+    }
+
+    /// Admits the step's assembly again after a recovery compaction replaced part of the
+    /// surface while the step's call was being retried: the same rendering, runtime contexts
+    /// and tools, no `step/start` and no user messages (they were admitted once, with the
+    /// step). The compaction moved the replace generation, so the projection consolidates the
+    /// prompt (a shadowed latest version is restored) under one series header; `input.users`
+    /// must be empty.
+    pub fn readmit(
+        &mut self,
+        store: &Store,
+        input: StepInput<'_>,
+    ) -> Result<StepOutcome, PromptError> {
+        assert!(
+            input.users.is_empty(),
+            "a readmission admits no user message"
+        );
+        assert!(!input.new_turn, "a readmission opens no turn");
+        self.commit(store, input, Opening::Retry)
+    }
+
+    fn commit(
+        &mut self,
+        store: &Store,
+        input: StepInput<'_>,
+        opening: Opening,
     ) -> Result<StepOutcome, PromptError> {
         let session = self.session.clone();
         let plan = store.with_fold(&session, |fold| self.plan(fold, &input))?;
@@ -151,17 +186,19 @@ impl PromptLoop {
             let at = stamp(&events).next_seq;
             events.push(Event::new(at, time, EventData::TurnStart(Box::new(data))));
         }
-        let step_ref = StepRef {
-            turn,
-            step,
-            extra: Extra::new(),
-        };
-        let at = stamp(&events).next_seq;
-        events.push(Event::new(
-            at,
-            time,
-            EventData::StepStart(Box::new(step_ref)),
-        ));
+        if opening == Opening::Step {
+            let step_ref = StepRef {
+                turn,
+                step,
+                extra: Extra::new(),
+            };
+            let at = stamp(&events).next_seq;
+            events.push(Event::new(
+                at,
+                time,
+                EventData::StepStart(Box::new(step_ref)),
+            ));
+        }
         let system = commit_events(&plan.commits, stamp(&events));
         events.extend(system);
         for user in input.users {
@@ -183,14 +220,19 @@ impl PromptLoop {
             let at = stamp(&events).next_seq;
             events.push(context_event(at, time, context));
         }
-        let ack = store.append(&self.session, plan.next_seq, events)?;
+        let (first_seq, next_seq) = if events.is_empty() {
+            (plan.next_seq, plan.next_seq)
+        } else {
+            let ack = store.append(&self.session, plan.next_seq, events)?;
+            (ack.first_seq, ack.next_seq)
+        };
         if let (Some(commit), Some(at)) = (&plan.runtime, runtime_seq) {
             self.runtime.committed(at, commit);
         }
         self.request_generation = Some(plan.generation_after);
         Ok(StepOutcome {
-            first_seq: ack.first_seq,
-            next_seq: ack.next_seq,
+            first_seq,
+            next_seq,
             commits: plan.commits,
             starts_series: plan.starts_series,
             runtime: plan.runtime,

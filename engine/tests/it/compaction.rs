@@ -37,6 +37,8 @@ enum Answer {
     Text(String),
     Tool(&'static str, &'static str),
     Fail(&'static str),
+    /// A retryable failure (a rate limit).
+    Busy,
 }
 
 /// A scripted adapter that records every body it is sent.
@@ -85,6 +87,7 @@ impl LlmAdapter for Recorder {
                 arguments: arguments.to_owned(),
             }),
             Some(Answer::Fail(code)) => return Err(CallFailure::new(code, "scripted", false)),
+            Some(Answer::Busy) => return Err(CallFailure::new("RATE_LIMITED", "busy", true)),
             Some(Answer::Text(text)) => sink(Delta::Text(text)),
             None => sink(Delta::Text("short summary".to_owned())),
         }
@@ -599,10 +602,12 @@ fn overflow_recovers_by_compaction() {
         .iter()
         .position(|e| e.kind == EventType::AssistantAttempt)
         .expect("an attempt");
-    let kinds: Vec<&EventType> = events[attempt..attempt + 6]
+    let kinds: Vec<&EventType> = events[attempt..attempt + 7]
         .iter()
         .map(|e| &e.kind)
         .collect();
+    // The readmission after the compaction: the prompt is unchanged and already node 0, so
+    // only the series header of the new request series is logged.
     assert_eq!(
         kinds,
         [
@@ -611,6 +616,7 @@ fn overflow_recovers_by_compaction() {
             &EventType::CompactionSummary,
             &EventType::UserMessage,
             &EventType::CompactionEnd,
+            &EventType::RequestHeader,
             &EventType::AssistantMessage
         ]
     );
@@ -821,4 +827,113 @@ fn refused_regions_commit_nothing() {
     ));
     assert_eq!(store.head("s").expect("a head").next_seq, head);
     assert!(bodies.borrow().is_empty());
+}
+
+/// The text of every system message of a wire body.
+fn system_contents(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["role"] == "system")
+                .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// Goal: a recovery compaction that shadows the latest in-history prompt version (appended
+// after the history) is followed by a readmission of the step's assembly: the retried
+// request carries the step's prompt again, consolidated into node 0 under one series header;
+// the step's user message is admitted once; a later plain retry of the same step sends the
+// same body and logs no further header or prompt event.
+// Method: turn 2 turns plan mode on through the tool (an appended prompt version), turn 3's
+// call overflows, is recovered by compaction, then hits a rate limit, then succeeds.
+#[test]
+fn overflow_recovery_readmits_the_shadowed_prompt() {
+    use sessionlog_engine::agent::adapter::RetryPolicy;
+    use sessionlog_engine::agent::tools::PLAN_SECTION;
+
+    let (_dir, store) = temp_store();
+    let answers = vec![
+        Answer::Text("first".into()),
+        Answer::Tool("plan_mode", r#"{"active":true}"#),
+        Answer::Text("planned".into()),
+        Answer::Fail("CONTEXT_OVERFLOW"),
+        Answer::Busy,
+        Answer::Text("recovered".into()),
+    ];
+    let (mut recorder, bodies) = Recorder::new(answers);
+    recorder.summaries_pass = true;
+    let root = std::env::temp_dir();
+    let mut agent = Agent::open(&store, "s", Box::new(recorder), flash_windowed(0), &root)
+        .expect("the agent opens")
+        .with_retry(RetryPolicy {
+            max_retries: 2,
+            base_delay_ms: 1,
+        });
+    for input in ["one", "two", "three"] {
+        agent
+            .run_turn(input, &CancelToken::new(), &mut |_| {})
+            .expect("a turn");
+    }
+    drop(agent);
+    let bodies: Vec<Value> = bodies
+        .borrow()
+        .iter()
+        .filter(|b| !is_summarisation(b))
+        .cloned()
+        .collect();
+    assert_eq!(bodies.len(), 6);
+    let before = system_contents(&bodies[3]);
+    assert_eq!(
+        before.len(),
+        2,
+        "the overflowing request: head plus the appended plan"
+    );
+    assert!(before[1].contains(PLAN_SECTION));
+    let retried = system_contents(&bodies[4]);
+    assert_eq!(
+        retried.len(),
+        1,
+        "one system message after the consolidation"
+    );
+    assert!(
+        retried[0].contains(PLAN_SECTION),
+        "the shadowed prompt is restored"
+    );
+    assert_eq!(bodies[4]["messages"][0]["role"], "system");
+    assert_eq!(bodies[5], bodies[4], "the plain retry sends the same body");
+    let next = store.head("s").expect("a head").next_seq;
+    let events = store.read_range("s", 0, next).expect("the events");
+    let users = events
+        .iter()
+        .filter(|e| {
+            matches!(&e.data, EventData::UserMessage(d)
+            if d.source.as_ref().map(|s| s.kind.as_str()) == Some("user"))
+        })
+        .count();
+    assert_eq!(users, 3, "every user message is admitted once");
+    let end = events
+        .iter()
+        .position(|e| e.kind == EventType::CompactionEnd)
+        .expect("a compaction");
+    let after: Vec<&EventType> = events[end + 1..].iter().map(|e| &e.kind).collect();
+    assert_eq!(
+        after,
+        vec![
+            &EventType::SystemMessage,
+            &EventType::RequestHeader,
+            &EventType::AssistantAttempt,
+            &EventType::LlmRetry,
+            &EventType::LlmRetryStarted,
+            &EventType::AssistantMessage,
+            &EventType::StepEnd,
+            &EventType::TurnEnd,
+        ]
+    );
+    let EventData::RequestHeader(header) = &events[end + 2].data else {
+        panic!("a request/header payload");
+    };
+    assert_eq!(header.reason, "series");
 }

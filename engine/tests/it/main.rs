@@ -9,6 +9,7 @@ mod concurrency;
 mod faultpos;
 mod faults;
 mod kill;
+mod loop_admission;
 mod loopback;
 mod model;
 mod prompt;

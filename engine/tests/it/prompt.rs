@@ -37,6 +37,18 @@ fn pro() -> PreparedCall {
     }
 }
 
+fn config(call: &PreparedCall) -> CallConfig {
+    CallConfig {
+        provider: Some(call.provider.clone()),
+        model: call.model.clone(),
+        reasoning_effort: None,
+        temperature: None,
+        max_tokens: None,
+        stop: None,
+        extra: Extra::new(),
+    }
+}
+
 fn tools(names: &[&str]) -> Vec<ToolSchema> {
     names
         .iter()
@@ -75,8 +87,8 @@ impl Harness {
         self.lp = PromptLoop::new(&self.store, &self.session).unwrap();
     }
 
-    /// One turn of one step: the prompt side, then a reply.
-    fn turn_with(
+    /// The prompt side of a new turn's first step, left open.
+    fn open_turn(
         &mut self,
         rendered: &str,
         call: &PreparedCall,
@@ -115,6 +127,11 @@ impl Harness {
         };
         let outcome = self.lp.run_step(&self.store, input).unwrap();
         self.check_request(rendered);
+        outcome
+    }
+
+    /// The reply that closes the open step and its turn.
+    fn finish(&mut self, call: &PreparedCall) {
         let finish = FinishInput {
             turn: self.turn,
             step: 1,
@@ -124,6 +141,38 @@ impl Harness {
             end_turn: true,
         };
         self.lp.finish_step(&self.store, finish).unwrap();
+    }
+
+    /// One turn of one step: the prompt side, then a reply.
+    fn turn_with(
+        &mut self,
+        rendered: &str,
+        call: &PreparedCall,
+        tool_set: &[ToolSchema],
+        declared: bool,
+    ) -> StepOutcome {
+        let outcome = self.open_turn(rendered, call, tool_set, declared);
+        self.finish(call);
+        outcome
+    }
+
+    /// The readmission of the current turn's assembly after a recovery compaction.
+    fn readmit(&mut self, rendered: &str, call: &PreparedCall) -> StepOutcome {
+        let input = StepInput {
+            turn: self.turn,
+            step: 1,
+            time: 0,
+            new_turn: false,
+            rendered,
+            runtime: None,
+            users: Vec::new(),
+            call,
+            config: config(call),
+            tools: &tools(&["read"]),
+            declared_series: false,
+        };
+        let outcome = self.lp.readmit(&self.store, input).unwrap();
+        self.check_request(rendered);
         outcome
     }
 
@@ -185,18 +234,24 @@ impl Harness {
 
     /// A compaction-like replacement of every node after the head by one summary.
     fn compact(&mut self) {
+        self.compact_from(1);
+    }
+
+    /// A compaction-like replacement of the surface nodes from position `from_idx` to the
+    /// end by one summary.
+    fn compact_from(&mut self, from_idx: usize) {
         let (next_seq, nodes) = self
             .store
             .with_fold(&self.session, |f| {
                 (f.admission().next_seq(), f.admission().surface().seqs())
             })
             .unwrap();
-        let (start, end) = (nodes[1], *nodes.last().unwrap());
+        let (start, end) = (nodes[from_idx], *nodes.last().unwrap());
         let op = SurfaceOp::Replace {
             start_seq: start,
             end_seq: end,
         };
-        let summary = user(next_seq, "summary", op, Some(nodes[1..].to_vec()));
+        let summary = user(next_seq, "summary", op, Some(nodes[from_idx..].to_vec()));
         self.store
             .append(&self.session, next_seq, vec![summary])
             .unwrap();
@@ -631,4 +686,131 @@ fn assembly_and_runtime_context_through_the_loop() {
         None,
         "the restored loop retains the clear marker"
     );
+}
+
+// Goal: the retry-compaction cases. A recovery compaction during an open step that
+// shadows the step's latest prompt version, with no earlier update surviving, is readmitted
+// by consolidating the step's prompt into node 0 under one series header; with an earlier
+// update surviving (after an empty head), that update is emptied first. A second
+// readmission with nothing changed commits nothing and logs no further header. Method: the
+// loop's `readmit` after compactions of the tail of an open step.
+#[test]
+fn readmission_after_a_retry_compaction() {
+    let read = tools(&["read"]);
+    // Without an earlier surviving update: [A, u, a, B, u] -> compact from 1.
+    let mut h = Harness::new();
+    h.turn("A", &flash());
+    h.open_turn("B", &flash(), &read, false);
+    h.compact();
+    assert_eq!(h.system_texts(), vec!["A"], "the compaction shadowed B");
+    let head = h.node0().0;
+    let out = h.readmit("B", &flash());
+    assert_eq!(out.commits, vec![replace(head, "B")]);
+    assert_eq!(out.header.map(|d| d.reason), Some(HeaderReason::Series));
+    assert_eq!(
+        h.event_types(&out),
+        vec!["system/message", "request/header"]
+    );
+    let again = h.readmit("B", &flash());
+    assert_eq!((again.commits, again.header), (vec![], None));
+    assert_eq!(again.first_seq, again.next_seq, "nothing was committed");
+    h.finish(&flash());
+
+    // With an earlier surviving update: ["", A, u, a, B, u] -> compact after A.
+    let mut h = Harness::new();
+    h.turn("", &flash());
+    let a = h.turn("A", &flash());
+    assert_eq!(a.commits, vec![append("A")]);
+    let a_seq = a.first_seq + 2;
+    h.open_turn("B", &flash(), &read, false);
+    let nodes = h
+        .store
+        .with_fold("s", |f| f.admission().surface().seqs())
+        .unwrap();
+    let from = nodes.iter().position(|s| *s == a_seq).unwrap() + 1;
+    h.compact_from(from);
+    assert_eq!(h.system_texts(), vec!["A"], "A survives, B is shadowed");
+    let head = h.node0().0;
+    let out = h.readmit("B", &flash());
+    assert_eq!(out.commits, vec![replace(a_seq, ""), replace(head, "B")]);
+    assert_eq!(out.header.map(|d| d.reason), Some(HeaderReason::Series));
+    assert_eq!(h.system_texts(), vec!["B"]);
+    let again = h.readmit("B", &flash());
+    assert_eq!((again.commits, again.header), (vec![], None));
+    h.finish(&flash());
+}
+
+// Goal: the request-reconstruction cases: `requests` rebuilds, from the log, the appended
+// node under an inherited header with a request/context carrying systemPromptUpdate, the
+// series-start fold into node 0, the compaction-driven re-baseline, and the tool-schema
+// re-baseline on a route without toolUpdate under a change header that starts a series.
+// Method: four kinds of turns on one session, then `requests` over the store.
+#[test]
+fn requests_reconstruct_the_prompt_versions() {
+    use sessionlog_engine::inspect::SessionSource;
+    use sessionlog_engine::requests::{requests, RequestOptions};
+
+    let mut h = Harness::new();
+    h.turn("A", &flash());
+    h.turn("B", &flash());
+    h.turn_with("B", &flash(), &tools(&["read"]), true);
+    h.turn("C", &flash());
+    h.compact();
+    h.turn("D", &flash());
+    h.turn_with("D", &flash(), &tools(&["read", "write"]), false);
+    let report = requests(
+        SessionSource::Store {
+            store: &h.store,
+            session: "s",
+        },
+        RequestOptions { bodies: true },
+    )
+    .unwrap();
+    let systems = |i: usize| -> Vec<String> {
+        report.requests[i]
+            .messages
+            .as_ref()
+            .unwrap()
+            .iter()
+            .filter(|m| m.role.as_deref() == Some("system"))
+            .map(message_text)
+            .collect()
+    };
+    assert_eq!(report.requests.len(), 6);
+    assert_eq!(report.requests[0].reason.as_deref(), Some("initial"));
+    // The appended node under the inherited header.
+    assert_eq!(systems(1), vec!["A", "B"]);
+    assert_eq!(
+        report.requests[1].reason.as_deref(),
+        Some("initial"),
+        "the initial header is inherited"
+    );
+    let context = report.requests[1].context.clone().unwrap();
+    assert_eq!(context["systemPromptUpdate"], "in-history");
+    // The declared series start folds B into node 0.
+    assert_eq!(systems(2), vec!["B"]);
+    assert_eq!(report.requests[2].reason.as_deref(), Some("series"));
+    assert_eq!(systems(3), vec!["B", "C"]);
+    // The compaction re-baseline.
+    assert_eq!(systems(4), vec!["D"]);
+    assert_eq!(report.requests[4].reason.as_deref(), Some("series"));
+    // The tool-schema change without toolUpdate.
+    assert_eq!(systems(5), vec!["D"]);
+    assert_eq!(report.requests[5].reason.as_deref(), Some("change"));
+    let messages = report.requests[5].messages.as_ref().unwrap();
+    assert_eq!(messages[0].role.as_deref(), Some("system"));
+    let header = h
+        .store
+        .with_fold("s", |f| f.request_header().cloned())
+        .unwrap()
+        .unwrap();
+    let names: Vec<&str> = header
+        .tools
+        .as_ref()
+        .and_then(|t| t.as_array())
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["read", "write"]);
 }
