@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// The catalog model; `deepseek-flash` declares in-history prompt updates.
     #[arg(long, default_value = DEEPSEEK_FLASH)]
     model: String,
+    /// A model catalog (.toml, .yaml/.yml or .json) that replaces the built-in DeepSeek one;
+    /// validated whole when loaded.
+    #[arg(long, value_name = "FILE")]
+    catalog: Option<PathBuf>,
     /// The DeepSeek base URL (default: $DEEPSEEK_BASE_URL, else the public endpoint).
     #[arg(long, env = BASE_URL_ENV)]
     base_url: Option<String>,
@@ -86,7 +90,10 @@ pub fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
             (Box::new(ReplayProvider::new(script)), route)
         }
         "deepseek" => {
-            let catalog = Catalog::deepseek();
+            let catalog = match &args.catalog {
+                Some(path) => Catalog::load(path)?,
+                None => Catalog::deepseek(),
+            };
             let info = match catalog.lookup(DEEPSEEK_PROVIDER, &args.model) {
                 Some(info) => info.clone(),
                 None => ReplayScript::default().model_info(DEEPSEEK_PROVIDER, &args.model),

@@ -226,7 +226,7 @@ pub enum CatalogError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: unsupported catalog format (use .toml or .json)")]
+    #[error("{path}: unsupported catalog format (use .toml, .yaml, .yml or .json)")]
     Format { path: String },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
@@ -308,7 +308,7 @@ impl Catalog {
         Ok(Catalog { models: out })
     }
 
-    /// Parses TOML (`[[models]]` tables) or JSON text.
+    /// Parses TOML (`[[models]]` tables), YAML (a `models:` sequence) or JSON text.
     pub fn parse(text: &str, format: ConfigFormat, name: &str) -> Result<Catalog, CatalogError> {
         let parse_error = |message: String| CatalogError::Parse {
             path: name.to_owned(),
@@ -316,6 +316,9 @@ impl Catalog {
         };
         let document: Value = match format {
             ConfigFormat::Toml => toml::from_str(text).map_err(|e| parse_error(e.to_string()))?,
+            ConfigFormat::Yaml => {
+                serde_norway::from_str(text).map_err(|e| parse_error(e.to_string()))?
+            }
             ConfigFormat::Json => {
                 serde_json::from_str(text).map_err(|e| parse_error(e.to_string()))?
             }
@@ -323,11 +326,13 @@ impl Catalog {
         Catalog::from_value(&document, name)
     }
 
-    /// Loads a catalog file that replaces the built-in one: `.toml` or `.json`.
+    /// Loads a catalog file that replaces the built-in one: `.toml`, `.yaml`/`.yml` or
+    /// `.json`, validated whole before it is used.
     pub fn load(path: &Path) -> Result<Catalog, CatalogError> {
         let name = path.display().to_string();
         let format = match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => ConfigFormat::Toml,
+            Some("yaml" | "yml") => ConfigFormat::Yaml,
             Some("json") => ConfigFormat::Json,
             _ => return Err(CatalogError::Format { path: name }),
         };
@@ -343,6 +348,7 @@ impl Catalog {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigFormat {
     Toml,
+    Yaml,
     Json,
 }
 
@@ -449,8 +455,51 @@ mod tests {
             Err(CatalogError::Shape { .. })
         ));
         assert!(matches!(
-            Catalog::load(Path::new("catalog.yml")),
+            Catalog::load(Path::new("catalog.ini")),
             Err(CatalogError::Format { .. })
         ));
+    }
+
+    // Goal: a YAML config replaces the catalog with the same validation and errors as TOML:
+    // the same models from the same document, INVALID_MODEL_INFO for another mode, shape and
+    // parse errors, and `.yaml`/`.yml` files load. Method: parse good and bad documents, load
+    // a file from a temporary directory.
+    #[test]
+    fn yaml_catalog() {
+        let text = "models:\n  - id: deepseek-pro\n    input: [text]\n    contextWindow: 128000\n  - id: deepseek-flash\n    input: [text, image]\n    systemPromptUpdate: in-history\n";
+        let catalog = Catalog::parse(text, ConfigFormat::Yaml, "models.yaml").unwrap();
+        let toml = "[[models]]\nid = \"deepseek-pro\"\ninput = [\"text\"]\ncontextWindow = 128000\n\n[[models]]\nid = \"deepseek-flash\"\ninput = [\"text\", \"image\"]\nsystemPromptUpdate = \"in-history\"\n";
+        assert_eq!(
+            catalog,
+            Catalog::parse(toml, ConfigFormat::Toml, "models.toml").unwrap()
+        );
+        let bad = "models:\n  - id: x\n    systemPromptUpdate: always\n";
+        let error = Catalog::parse(bad, ConfigFormat::Yaml, "bad.yaml").unwrap_err();
+        assert!(matches!(error, CatalogError::Model { index: 0, .. }));
+        assert!(error.to_string().contains("INVALID_MODEL_INFO"), "{error}");
+        let boolean = "models:\n  - id: x\n    systemPromptUpdate: true\n";
+        assert!(matches!(
+            Catalog::parse(boolean, ConfigFormat::Yaml, "b.yaml"),
+            Err(CatalogError::Model { .. })
+        ));
+        assert!(matches!(
+            Catalog::parse("models: 3\n", ConfigFormat::Yaml, "y"),
+            Err(CatalogError::Shape { .. })
+        ));
+        assert!(matches!(
+            Catalog::parse("models: [\n", ConfigFormat::Yaml, "y"),
+            Err(CatalogError::Parse { .. })
+        ));
+        let twice = "models:\n  - id: a\n  - id: a\n";
+        assert!(matches!(
+            Catalog::parse(twice, ConfigFormat::Yaml, "y"),
+            Err(CatalogError::Shape { .. })
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["models.yaml", "models.yml"] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            assert_eq!(Catalog::load(&path).unwrap(), catalog);
+        }
     }
 }
