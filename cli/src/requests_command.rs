@@ -144,6 +144,9 @@ fn row_json(row: &RequestRow) -> anyhow::Result<Value> {
             "brokenBy": broken_by,
         },
         "usage": usage,
+        "injected": row.injected.iter()
+            .map(|i| json!({ "message": i.message_idx, "source": i.source }))
+            .collect::<Vec<_>>(),
     });
     // On a DeepSeek route: the wire body the adapter's serializer rebuilds from the log.
     if let (Some(body), Some(object)) = (deepseek_row_body(row), out.as_object_mut()) {
@@ -218,6 +221,7 @@ pub fn write_table(out: &mut impl Write, report: &RequestReport) -> io::Result<(
         }
         writeln!(out, "{}", line.trim_end())?;
     }
+    write_injected(out, report)?;
     write_summary(out, &report.summary)
 }
 
@@ -243,6 +247,22 @@ fn row_cells(row: &RequestRow) -> [String; N_COLUMNS] {
             .as_ref()
             .map_or_else(|| "-".to_owned(), break_cell),
     ]
+}
+
+/// One line per request that adds injected messages: each new one's position and source.
+fn write_injected(out: &mut impl Write, report: &RequestReport) -> io::Result<()> {
+    for row in &report.requests {
+        let added: Vec<String> = row
+            .injected
+            .iter()
+            .filter(|i| i.message_idx >= row.prefix.messages)
+            .map(|i| format!("#{} {}", i.message_idx, i.source))
+            .collect();
+        if !added.is_empty() {
+            writeln!(out, "request {} injects: {}", row.index, added.join(", "))?;
+        }
+    }
+    Ok(())
 }
 
 fn break_cell(cause: &PrefixBreak) -> String {

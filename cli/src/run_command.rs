@@ -1,5 +1,8 @@
 //! `sessionlog run`: drives agent turns against the replay provider or a DeepSeek-compatible
-//! endpoint, writing everything to the store, then prints the request/prefix report. With
+//! endpoint, writing everything to the store, then prints the request/prefix report. The
+//! project instructions are discovered from the process's working directory (up to the
+//! nearest `.git`), with `--user-instructions` and `--skills` adding the user-global file and
+//! skill folders; all of them reach the model as framed, sourced user messages. With
 //! `--json`, the reply is not streamed and stdout carries one document:
 //! `{"session","turn","steps","reply","planMode","report":<the requests --json document>}`.
 
@@ -14,9 +17,10 @@ use sessionlog_engine::agent::adapter::LlmAdapter;
 use sessionlog_engine::agent::deepseek::client::DeepSeekClient;
 use sessionlog_engine::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL};
 use sessionlog_engine::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
-use sessionlog_engine::agent::turn::Agent;
+use sessionlog_engine::agent::turn::{Agent, ContextOptions};
 use sessionlog_engine::agent::CancelToken;
 use sessionlog_engine::compaction::trigger::CompactionPolicy;
+use sessionlog_engine::context::instructions::INSTRUCTIONS_BUDGET_BYTES;
 use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::prompt::capability::{
     Adapter, Catalog, PreparedCall, DEEPSEEK_FLASH, DEEPSEEK_PROVIDER,
@@ -59,6 +63,16 @@ pub struct RunArgs {
     /// the route's context window (default: $SESSIONLOG_COMPACT_THRESHOLD, else 80).
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u64).range(1..=100))]
     compact_threshold: Option<u64>,
+    /// The user-global instructions directory (its AGENTS.md or CLAUDE.md comes first,
+    /// before the project root's and the working directory's).
+    #[arg(long, value_name = "DIR", env = "SESSIONLOG_USER_INSTRUCTIONS")]
+    user_instructions: Option<PathBuf>,
+    /// A skills directory: each sub-folder holding a SKILL.md is a skill (repeatable).
+    #[arg(long = "skills", value_name = "DIR")]
+    skills: Vec<PathBuf>,
+    /// The byte budget of the instructions message.
+    #[arg(long, value_name = "BYTES", default_value_t = INSTRUCTIONS_BUDGET_BYTES)]
+    instructions_budget: usize,
     /// A replay script (JSON; see the engine's `agent::replay`).
     #[arg(long)]
     script: Option<PathBuf>,
@@ -118,7 +132,12 @@ pub fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         bail!("the input is empty");
     }
     let root = std::env::current_dir().context("no working directory")?;
-    let mut agent = Agent::open(&store, &session, adapter, route, &root)?;
+    let context = ContextOptions {
+        user_dir: args.user_instructions.clone(),
+        skill_dirs: args.skills.clone(),
+        budget_bytes: args.instructions_budget,
+    };
+    let mut agent = Agent::open(&store, &session, adapter, route, &root)?.with_context(context)?;
     if let Some(percent) = args.compact_threshold {
         agent = agent.with_compaction(CompactionPolicy {
             threshold_percent: percent,

@@ -20,6 +20,7 @@ pub mod audit;
 pub mod cat;
 pub mod check;
 pub mod compaction;
+pub mod context;
 pub mod demo;
 pub mod diff;
 pub mod error;

@@ -101,6 +101,15 @@ pub struct Prefix {
     pub broken_by: Option<PrefixBreak>,
 }
 
+/// An injected message of a request (one whose source is neither the user, the model nor a
+/// tool): its position among the request's messages and its source label
+/// ([`crate::context::source_label`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Injected {
+    pub message_idx: usize,
+    pub source: String,
+}
+
 /// One settled model call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestRow {
@@ -132,6 +141,8 @@ pub struct RequestRow {
     pub usage: Option<TokenUsage>,
     /// The derived messages, with [`RequestOptions::bodies`].
     pub messages: Option<Vec<Message>>,
+    /// The request's injected messages, in order.
+    pub injected: Vec<Injected>,
 }
 
 /// Totals over a session's requests.
@@ -436,6 +447,18 @@ impl RequestAnalyzer {
         let messages = self.sent_messages();
         let message_tokens: u64 = messages.iter().map(|m| m.tokens).sum();
         let prefix = self.prefix(&messages, header.as_ref(), tools_tokens);
+        let injected = messages
+            .iter()
+            .enumerate()
+            .filter_map(|(message_idx, m)| {
+                let message = m.body.message()?;
+                let source = message.source.as_ref()?;
+                crate::context::is_injected(message).then(|| Injected {
+                    message_idx,
+                    source: crate::context::source_label(source),
+                })
+            })
+            .collect();
         let row = RequestRow {
             index: self.rows.len() as u64,
             seq: event.seq,
@@ -459,6 +482,7 @@ impl RequestAnalyzer {
                 let bodies = messages.iter().filter_map(|m| m.body.message());
                 bodies.cloned().collect()
             }),
+            injected,
         };
         debug_assert!(row.prefix.estimated_tokens <= row.estimated_tokens);
         self.count(&row);

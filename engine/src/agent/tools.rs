@@ -109,6 +109,11 @@ impl BuiltinTools {
         self.plan.is_some()
     }
 
+    /// Moves the working directory `read` resolves paths under.
+    pub fn set_root(&mut self, root: &Path) {
+        self.root = root.to_owned();
+    }
+
     /// Runs tool `name` with its JSON `arguments`.
     pub fn run(&mut self, registry: &PromptRegistry, name: &str, arguments: &str) -> ToolOutput {
         let args: Value = match serde_json::from_str(arguments) {

@@ -22,7 +22,7 @@
 //! mid-stream commits no partial message, only an `assistant/attempt` that failed with
 //! `ABORTED` and the closers of the step and the turn.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -45,6 +45,11 @@ use super::repair::repair_session;
 use super::tools::{BuiltinTools, PLAN_TOOL};
 use super::{AgentError, CancelToken};
 use crate::compaction::trigger::CompactionPolicy;
+use crate::context::instructions::{Instructions, INSTRUCTIONS_BUDGET_BYTES};
+use crate::context::notices::{
+    approval_notice, plan_mode_notice, working_directory_notice, Announced, PLAN_MODE_FORM,
+};
+use crate::context::skills::{invocation_message, SkillCatalog, CATALOG_SOURCE, SKILL_TOOL};
 use crate::prompt::capability::PreparedCall;
 use crate::prompt::registry::{AssemblyContext, Item, Layer, PromptRegistry, Registration};
 use crate::prompt::step::{PromptLoop, StepInput};
@@ -60,6 +65,37 @@ pub const TURN_STEPS_MAX: u64 = 16;
 pub const MODEL_SWITCH_FORM: &str = "model-switch";
 /// The plugin name on the loop's notices.
 pub const NOTICE_PLUGIN: &str = "sessionlog-agent";
+/// The approval policy a session starts with.
+pub const DEFAULT_APPROVAL_POLICY: &str = "on-request";
+
+/// Where the loop finds the context it injects as sourced user messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextOptions {
+    /// The user-global instructions directory (its `AGENTS.md` or `CLAUDE.md` is the
+    /// broadest); `None` skips it.
+    pub user_dir: Option<PathBuf>,
+    /// The directories whose sub-folders with a `SKILL.md` are skills.
+    pub skill_dirs: Vec<PathBuf>,
+    /// The byte budget of one instructions message.
+    pub budget_bytes: usize,
+}
+
+impl Default for ContextOptions {
+    fn default() -> ContextOptions {
+        ContextOptions {
+            user_dir: None,
+            skill_dirs: Vec::new(),
+            budget_bytes: INSTRUCTIONS_BUDGET_BYTES,
+        }
+    }
+}
+
+/// The injected context of one agent: instructions and skills.
+struct Context {
+    instructions: Instructions,
+    skills: SkillCatalog,
+    catalog_sent: bool,
+}
 
 /// The model selection, shared with whoever may change it while a step runs (a UI, another
 /// thread). Each step binds the selected route once, when it prepares its call; a change
@@ -82,6 +118,13 @@ impl RouteSelector {
     pub fn current(&self) -> PreparedCall {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
+
+/// The context state a step keeps once its batch is committed.
+struct Settled {
+    announced: Announced,
+    instructions: Option<Instructions>,
+    catalog_sent: bool,
 }
 
 /// The assembly a step admitted, kept so that a retry after a recovery compaction admits
@@ -116,6 +159,14 @@ pub struct Agent<'a> {
     /// The pressure-compaction policy; `None` reads it from the environment at each step.
     compaction: Option<CompactionPolicy>,
     last_turn: u64,
+    /// Instructions and skills, once [`Agent::with_context`] installed them.
+    context: Option<Context>,
+    /// The `skill` tool's registration (with a non-empty catalog).
+    skill_tool: Option<Registration>,
+    approval: String,
+    cwd: PathBuf,
+    /// What the log's notices announced last.
+    announced: Announced,
 }
 
 fn now_ms() -> i64 {
@@ -196,6 +247,7 @@ impl<'a> Agent<'a> {
             .max()
             .unwrap_or(0);
         let plan = plan_mode_in_log(&events);
+        let announced = Announced::restore(events.iter().filter_map(|e| e.message()));
         let registry = PromptRegistry::new();
         let base = Item::section("base", 0, |_| BASE_PROMPT.to_owned());
         registry
@@ -221,7 +273,66 @@ impl<'a> Agent<'a> {
             retry: RetryPolicy::default(),
             compaction: None,
             last_turn,
+            context: None,
+            skill_tool: None,
+            approval: DEFAULT_APPROVAL_POLICY.to_owned(),
+            cwd: root.to_path_buf(),
+            announced,
         })
+    }
+
+    /// Installs the injected context: project instructions discovered from the working
+    /// directory (and `options.user_dir`), and the skills of `options.skill_dirs` with the
+    /// `skill` tool when there is one. What the log already announced is restored.
+    pub fn with_context(mut self, options: ContextOptions) -> Result<Agent<'a>, AgentError> {
+        let mut instructions =
+            Instructions::new(options.user_dir, self.cwd.clone(), options.budget_bytes);
+        let head = self.store.head(&self.session)?;
+        let events = self.store.read_range(&self.session, 0, head.next_seq)?;
+        let messages = || events.iter().filter_map(|e| e.message());
+        instructions.restore(messages());
+        let catalog_sent =
+            messages().any(|m| m.source.as_ref().is_some_and(|s| s.kind == CATALOG_SOURCE));
+        let skills = SkillCatalog::discover(&options.skill_dirs);
+        if !skills.is_empty() {
+            let item = Item::tools("skill", |_| vec![SkillCatalog::tool_schema()]);
+            let registration = self
+                .registry
+                .register(Layer::Global, item)
+                .map_err(|e| AgentError::Assembly(e.to_string()))?;
+            self.skill_tool = Some(registration);
+        }
+        self.context = Some(Context {
+            instructions,
+            skills,
+            catalog_sent,
+        });
+        Ok(self)
+    }
+
+    /// The approval policy in force.
+    pub fn approval_policy(&self) -> &str {
+        &self.approval
+    }
+
+    /// Changes the approval policy; the next step appends a one-line notice when it differs
+    /// from the one announced.
+    pub fn set_approval_policy(&mut self, policy: &str) {
+        self.approval = policy.to_owned();
+    }
+
+    pub fn working_directory(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// Changes the working directory: the tools resolve paths there, its instructions are
+    /// looked up, and the next step appends a one-line notice.
+    pub fn set_working_directory(&mut self, cwd: &Path) {
+        self.cwd = cwd.to_path_buf();
+        self.tools.set_root(cwd);
+        if let Some(context) = &mut self.context {
+            context.instructions.set_cwd(cwd.to_path_buf());
+        }
     }
 
     pub fn with_retry(mut self, retry: RetryPolicy) -> Agent<'a> {
@@ -271,8 +382,9 @@ impl<'a> Agent<'a> {
     }
 
     /// Turns plan mode on or off from outside the model (the user's toggle): the plan
-    /// section enters or leaves the prompt; the tool table stays. Unlike the `plan_mode`
-    /// tool, the toggle is not logged, so a resumed session does not restore it.
+    /// section enters or leaves the prompt and the next step appends a plan-mode notice after
+    /// its user message (which a resumed session restores the mode from); the tool table
+    /// stays.
     pub fn set_plan_mode(&mut self, active: bool) -> Result<(), AgentError> {
         let output = self.tools.set_plan(&self.registry, active);
         if output.is_error {
@@ -370,8 +482,7 @@ impl<'a> Agent<'a> {
             let notices = self.store.with_fold(&self.session, |fold| {
                 switch_notices(fold, &self.session, &route, &assembly.tools, (turn, step))
             })?;
-            let mut admitted_users = notices;
-            admitted_users.append(&mut users);
+            let (admitted_users, after) = self.step_context(notices, &mut users, (turn, step));
             let admitted = Admitted {
                 rendered,
                 contexts,
@@ -391,6 +502,7 @@ impl<'a> Agent<'a> {
                 declared_series: false,
             };
             self.prompt.run_step(self.store, input)?;
+            self.settle_context(after);
             self.last_turn = turn;
             let completion = self.call((turn, step), &route, &admitted, cancel, on_text)?;
             reply = completion
@@ -414,7 +526,7 @@ impl<'a> Agent<'a> {
             let call_seqs = self.commit_reply(turn, step, &route, completion, &calls)?;
             let mut results = Vec::new();
             for ((id, name, arguments), seq) in calls.iter().zip(call_seqs) {
-                let output = self.tools.run(&self.registry, name, arguments);
+                let output = self.run_tool(name, arguments);
                 results.push((id.clone(), seq, output));
             }
             let end_turn = calls.is_empty() || step == TURN_STEPS_MAX;
@@ -471,6 +583,121 @@ impl<'a> Agent<'a> {
             steps: TURN_STEPS_MAX,
             reply,
         })
+    }
+
+    /// Runs one tool call: the `skill` tool against the catalog, the built-ins otherwise. A
+    /// `read` marks its path for the deeper-directory instructions lookup.
+    fn run_tool(&mut self, name: &str, arguments: &str) -> super::tools::ToolOutput {
+        if let Some(context) = &mut self.context {
+            if name == SKILL_TOOL && !context.skills.is_empty() {
+                return match context.skills.load(arguments) {
+                    Ok(text) => super::tools::ToolOutput {
+                        text,
+                        is_error: false,
+                    },
+                    Err(text) => super::tools::ToolOutput {
+                        text,
+                        is_error: true,
+                    },
+                };
+            }
+            if name == "read" {
+                let args: Option<Value> = serde_json::from_str(arguments).ok();
+                if let Some(path) = args.as_ref().and_then(|a| a.get("path")?.as_str()) {
+                    context.instructions.touched(Path::new(path));
+                }
+            }
+        }
+        self.tools.run(&self.registry, name, arguments)
+    }
+
+    /// The messages a step admits, in order: the switch notices (tool set, model), the
+    /// approval-policy and working-directory notices, the instructions messages, the skill
+    /// catalog (once), the step's user messages, the plan-mode notice, then the full text of
+    /// every skill the user named as `/skill-name`. Returns them with the state to keep once
+    /// the batch is committed.
+    fn step_context(
+        &self,
+        mut out: Vec<Message>,
+        users: &mut Vec<Message>,
+        (turn, step): (u64, u64),
+    ) -> (Vec<Message>, Settled) {
+        let id = |kind: &str, n: usize| format!("{kind}-{}-{turn}-{step}-{n}", self.session);
+        let mut announced = self.announced.clone();
+        let approval_before = announced
+            .approval
+            .clone()
+            .unwrap_or_else(|| DEFAULT_APPROVAL_POLICY.to_owned());
+        if approval_before != self.approval {
+            out.push(approval_notice(
+                id("approval", 0),
+                &approval_before,
+                &self.approval,
+            ));
+            announced.approval = Some(self.approval.clone());
+        }
+        let cwd = self.cwd.display().to_string();
+        if let Some(before) = announced.working_directory.clone() {
+            if before != cwd {
+                out.push(working_directory_notice(
+                    id("cwd", 0),
+                    Path::new(&before),
+                    &self.cwd,
+                ));
+            }
+        }
+        announced.working_directory = Some(cwd);
+        let mut instructions = None;
+        let mut catalog_sent = false;
+        let mut invoked = Vec::new();
+        if let Some(context) = &self.context {
+            let mut next = context.instructions.clone();
+            out.extend(next.step_messages(&|n| id("instructions", n)));
+            instructions = Some(next);
+            catalog_sent = context.catalog_sent;
+            if !catalog_sent && !context.skills.is_empty() {
+                out.push(context.skills.message(id("skill-catalog", 0)));
+                catalog_sent = true;
+            }
+            for user in users.iter() {
+                let text: String = user
+                    .content
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::Text(t) => Some(t.text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                for skill in context.skills.invoked(&text) {
+                    let n = invoked.len();
+                    invoked.push(invocation_message(id("skill-invocation", n), skill));
+                }
+            }
+        }
+        out.append(users);
+        let plan = self.tools.plan_mode();
+        if announced.plan_mode.unwrap_or(false) != plan {
+            out.push(plan_mode_notice(id(PLAN_MODE_FORM, 0), plan));
+        }
+        announced.plan_mode = Some(plan);
+        out.extend(invoked);
+        let settled = Settled {
+            announced,
+            instructions,
+            catalog_sent,
+        };
+        (out, settled)
+    }
+
+    /// Keeps the context state of a committed step.
+    fn settle_context(&mut self, settled: Settled) {
+        self.announced = settled.announced;
+        if let Some(context) = &mut self.context {
+            if let Some(instructions) = settled.instructions {
+                context.instructions = instructions;
+            }
+            context.catalog_sent = settled.catalog_sent;
+        }
     }
 
     /// Streams the step's call with bounded retries; returns the completion. After a recovery
@@ -648,7 +875,7 @@ impl<'a> Agent<'a> {
 }
 
 /// Whether the log leaves plan mode on: the last `plan_mode` call that got a successful
-/// result decides.
+/// result, or the last plan-mode notice, decides.
 fn plan_mode_in_log(events: &[Event]) -> bool {
     let mut calls: Vec<(String, bool)> = Vec::new();
     let mut active = false;
@@ -659,6 +886,14 @@ fn plan_mode_in_log(events: &[Event]) -> bool {
                 let wanted = args.as_ref().and_then(|a| a.get("active")?.as_bool());
                 if let Some(wanted) = wanted {
                     calls.push((d.call_id.clone(), wanted));
+                }
+            }
+            EventData::UserMessage(d)
+                if crate::context::notices::notice_form(d) == Some(PLAN_MODE_FORM) =>
+            {
+                let extra = d.source.as_ref().map(|s| &s.extra);
+                if let Some(on) = extra.and_then(|e| e.get("active")?.as_bool()) {
+                    active = on;
                 }
             }
             EventData::ToolResult(d) => {

@@ -207,14 +207,13 @@ pub(super) fn describe_attachment(kind: &str, block: &AttachmentBlock) -> String
     text
 }
 
-/// The source kind, with the plugin's name for a plugin source.
+/// The source kind, with the plugin's name for a plugin source and the form (or the
+/// instructions trigger, or the skill) of an injected message
+/// ([`crate::context::source_label`]).
 pub(super) fn source_label(message: &Message) -> String {
-    let Some(source) = &message.source else {
-        return String::new();
-    };
-    match &source.plugin {
-        Some(plugin) => format!("{} {plugin}", source.kind),
-        None => source.kind.clone(),
+    match &message.source {
+        Some(source) => crate::context::source_label(source),
+        None => String::new(),
     }
 }
 

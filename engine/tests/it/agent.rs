@@ -94,12 +94,18 @@ fn in_history_prompt_change_extends_the_prefix() {
     let (first, second) = (messages(&sent[0]), messages(&sent[1]));
     assert_eq!(second[..first.len()], first[..]);
     assert_eq!(second[0], first[0]);
-    let last = second.last().cloned().unwrap_or_default();
+    // The appended prompt, then the plan-mode notice after it (no user message in step 2).
+    let (notice, rest) = second.split_last().expect("messages");
+    let last = rest.last().cloned().unwrap_or_default();
     assert_eq!(last["role"], "system");
     assert!(last["content"]
         .as_str()
         .unwrap_or_default()
         .contains(PLAN_SECTION));
+    assert_eq!(
+        notice["content"],
+        sessionlog_engine::context::notices::plan_mode_text(true)
+    );
 }
 
 // Goal: on a route without the capability the same change rewrites message 0.

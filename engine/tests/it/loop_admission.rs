@@ -182,13 +182,15 @@ fn cancel_in_preparation_commits_no_pending_prompt() {
             &EventType::StepStart,
             &EventType::SystemMessage,
             &EventType::UserMessage,
+            &EventType::UserMessage,
             &EventType::AssistantMessage,
             &EventType::ToolCall,
             &EventType::ToolResult,
             &EventType::StepEnd,
             &EventType::TurnEnd,
         ],
-        "step 2's pending prompt (plan mode off again) is not committed"
+        "step 1 admits the plan prompt, the user message and the plan-mode notice; step 2's \
+         pending prompt (plan mode off again) is not committed"
     );
     let EventData::TurnEnd(end) = &events.last().expect("events").data else {
         panic!("a turn/end");

@@ -6,6 +6,7 @@ mod audit;
 mod chain;
 mod compaction;
 mod concurrency;
+mod context;
 mod faultpos;
 mod faults;
 mod kill;
