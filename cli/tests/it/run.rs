@@ -292,7 +292,7 @@ fn compacts_with(extra: &[&str], env: Option<&str>) -> bool {
             "--session",
             "s",
             "--context-window",
-            "1300",
+            "1450",
         ];
         args.extend(extra);
         args.push(&prompt);
@@ -318,7 +318,7 @@ fn compacts_with(extra: &[&str], env: Option<&str>) -> bool {
 // Goal: `run --compact-threshold PERCENT` sets the pressure threshold: at 40% the fourth run
 // compacts where the default 80% does not; the flag overrides SESSIONLOG_COMPACT_THRESHOLD,
 // which stays the fallback; a percent outside 1..=100 is a usage error.
-// Method: four long runs on a 1300-token window (about 78% full before the fourth) with no
+// Method: four long runs on a 1450-token window (about 76% full before the fourth) with no
 // flag, with the flag over a higher env value, with only the env value, and a flag of 0.
 #[test]
 fn run_compact_threshold_flag() {

@@ -5,7 +5,8 @@
 //!   turns provider deltas into an assistant message and its packed stream records;
 //! - [`deepseek`]: the DeepSeek chat-completions adapter over HTTP (the only async code);
 //! - [`replay`]: the keyless scripted provider used by tests, demos and `sessionlog run`;
-//! - [`tools`]: the built-in tools (`read`, `echo`, `plan_mode`) and their prompt sections;
+//! - [`tools`]: the built-in tools (`read`, `write`, `echo`, `plan_mode`) and their prompt
+//!   sections;
 //! - [`turn`]: the loop itself, in the writer order of spec 7.5, with the tool-update and
 //!   model-switch notices and plan mode restored from the log on resume;
 //! - [`repair`]: the interrupted-turn closers of spec 12.4, appended on reopen.

@@ -1,5 +1,6 @@
-//! The built-in tools for demos and tests: `read` (a file under the working directory,
-//! path-checked), `echo`, and `plan_mode` (a toggle that adds a prompt section). Each tool
+//! The built-in tools for demos and tests: `read` and `write` (a file under the working
+//! directory, path-checked; `write` is refused in plan mode), `echo`, and `plan_mode` (a
+//! toggle that adds a prompt section). Each tool
 //! contributes its own prompt section through the registry; the tool schemas come from one
 //! tool provider.
 
@@ -20,6 +21,8 @@ pub const PLAN_SECTION_NAME: &str = "plan-mode";
 pub const PLAN_TOOL: &str = "plan_mode";
 /// Most bytes `read` returns.
 pub const READ_BYTES_MAX: u64 = 64 * 1024;
+/// Most bytes `write` writes.
+pub const WRITE_BYTES_MAX: usize = 64 * 1024;
 
 /// What a tool returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +74,12 @@ pub fn schemas() -> Vec<ToolSchema> {
             "Reads a text file under the working directory.",
             json!({ "type": "object", "properties": { "path": { "type": "string" } }, "required": ["path"] }),
         ),
+        schema(
+            "write",
+            "Creates or replaces a text file under the working directory.",
+            json!({ "type": "object", "properties": { "path": { "type": "string" },
+                    "text": { "type": "string" } }, "required": ["path", "text"] }),
+        ),
     ]
 }
 
@@ -88,6 +97,12 @@ impl BuiltinTools {
                 "tool:read",
                 102,
                 "Use `read` with a relative path to read a file of the working directory.",
+            ),
+            (
+                "tool:write",
+                103,
+                "Use `write` with a relative path and the whole text to create or replace a \
+                 file of the working directory; it is refused while plan mode is active.",
             ),
         ];
         for (name, order, text) in sections {
@@ -129,6 +144,14 @@ impl BuiltinTools {
                 Some(path) => self.read(path),
                 None => err("read needs a string `path`"),
             },
+            "write" => match (
+                args.get("path").and_then(Value::as_str),
+                args.get("text").and_then(Value::as_str),
+            ) {
+                _ if self.plan_mode() => err("plan mode is active: write changes no file"),
+                (Some(path), Some(text)) => self.write(path, text),
+                _ => err("write needs a string `path` and a string `text`"),
+            },
             PLAN_TOOL => match args.get("active").and_then(Value::as_bool) {
                 Some(active) => self.set_plan(registry, active),
                 None => err("plan_mode needs a boolean `active`"),
@@ -156,17 +179,40 @@ impl BuiltinTools {
         ok(format!("plan mode {}", if active { "on" } else { "off" }))
     }
 
+    /// Writes a relative path whose directory exists under the root, even through symlinks.
+    fn write(&self, path: &str, text: &str) -> ToolOutput {
+        if let Some(refused) = not_plain(path) {
+            return refused;
+        }
+        if text.len() > WRITE_BYTES_MAX {
+            return err(format!("{path}: more than {WRITE_BYTES_MAX} bytes"));
+        }
+        let target = self.root.join(path);
+        let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+            return err(format!("{path:?} names no file"));
+        };
+        let (Ok(root), Ok(dir)) = (self.root.canonicalize(), parent.canonicalize()) else {
+            return err(format!("{path}: its directory does not exist"));
+        };
+        if !dir.starts_with(&root) {
+            return err(format!("{path:?} leaves the working directory"));
+        }
+        let full = dir.join(name);
+        if full.is_symlink() {
+            return err(format!("{path:?} is a symbolic link"));
+        }
+        match std::fs::write(&full, text) {
+            Ok(()) => ok(format!("wrote {} bytes to {path}", text.len())),
+            Err(e) => err(format!("{path}: {e}")),
+        }
+    }
+
     /// Reads a relative path that stays under the root, even through symlinks.
     fn read(&self, path: &str) -> ToolOutput {
-        let relative = Path::new(path);
-        let plain = relative
-            .components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
-        if path.is_empty() || !plain {
-            return err(format!(
-                "{path:?} is not a relative path under the working directory"
-            ));
+        if let Some(refused) = not_plain(path) {
+            return refused;
         }
+        let relative = Path::new(path);
         let (Ok(root), Ok(full)) = (
             self.root.canonicalize(),
             self.root.join(relative).canonicalize(),
@@ -183,6 +229,18 @@ impl BuiltinTools {
         let end = bytes.len().min(READ_BYTES_MAX as usize);
         ok(String::from_utf8_lossy(&bytes[..end]).into_owned())
     }
+}
+
+/// The refusal of a path that is not a plain relative path, or `None`.
+fn not_plain(path: &str) -> Option<ToolOutput> {
+    let plain = Path::new(path)
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    (path.is_empty() || !plain).then(|| {
+        err(format!(
+            "{path:?} is not a relative path under the working directory"
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -216,7 +274,7 @@ mod tests {
             .assemble(&ctx)
             .map(|a| a.tools.into_iter().map(|t| t.name).collect())
             .unwrap_or_default();
-        assert_eq!(names, ["echo", "plan_mode", "read"]);
+        assert_eq!(names, ["echo", "plan_mode", "read", "write"]);
     }
 
     // Goal: read refuses paths that leave the working directory and reads those inside.
@@ -248,5 +306,40 @@ mod tests {
                 .is_error
         );
         assert_eq!(tools.run(&registry, "echo", r#"{"text":"x"}"#), ok("x"));
+    }
+
+    // Goal: write creates a file under the root, refuses paths that leave it or whose
+    // directory is missing, and changes nothing in plan mode. Method: a temp dir.
+    #[test]
+    fn write_is_path_checked_and_refused_in_plan_mode() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let registry = PromptRegistry::new();
+        let mut tools =
+            BuiltinTools::install(&registry, dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let wrote = tools.run(&registry, "write", r#"{"path":"b.txt","text":"hi"}"#);
+        assert_eq!(wrote, ok("wrote 2 bytes to b.txt"));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("b.txt"))
+                .ok()
+                .as_deref(),
+            Some("hi")
+        );
+        for args in [
+            r#"{"path":"../b.txt","text":"x"}"#,
+            r#"{"path":"/tmp/b.txt","text":"x"}"#,
+            r#"{"path":"missing/b.txt","text":"x"}"#,
+            r#"{"path":"b.txt"}"#,
+        ] {
+            assert!(tools.run(&registry, "write", args).is_error, "{args}");
+        }
+        tools.set_plan(&registry, true);
+        let refused = tools.run(&registry, "write", r#"{"path":"b.txt","text":"changed"}"#);
+        assert!(refused.is_error);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("b.txt"))
+                .ok()
+                .as_deref(),
+            Some("hi")
+        );
     }
 }

@@ -586,7 +586,7 @@ impl<'a> Agent<'a> {
     }
 
     /// Runs one tool call: the `skill` tool against the catalog, the built-ins otherwise. A
-    /// `read` marks its path for the deeper-directory instructions lookup.
+    /// `read` or `write` marks its path for the deeper-directory instructions lookup.
     fn run_tool(&mut self, name: &str, arguments: &str) -> super::tools::ToolOutput {
         if let Some(context) = &mut self.context {
             if name == SKILL_TOOL && !context.skills.is_empty() {
@@ -601,7 +601,7 @@ impl<'a> Agent<'a> {
                     },
                 };
             }
-            if name == "read" {
+            if name == "read" || name == "write" {
                 let args: Option<Value> = serde_json::from_str(arguments).ok();
                 if let Some(path) = args.as_ref().and_then(|a| a.get("path")?.as_str()) {
                     context.instructions.touched(Path::new(path));

@@ -274,6 +274,43 @@ fn nested_change_and_removal_notes() {
     assert_eq!(after[..before.len()], before[..], "notes only append");
 }
 
+// Goal: a write in a deeper directory adds that directory's instructions at the next step,
+// after the tool result. Method: the model writes docs/notes.md where docs/ has AGENTS.md.
+#[test]
+fn write_in_a_deeper_directory_adds_its_instructions() {
+    let ws = workspace();
+    write(&ws.app.join("docs").join("AGENTS.md"), "Docs: plain words.");
+    let (_dir, store) = temp_store();
+    let answers = vec![
+        Answer::Tool("write", r#"{"path":"docs/notes.md","text":"n"}"#),
+        Answer::Text("written"),
+    ];
+    let (mut agent, bodies) = agent(&store, &ws, &ws.app, answers);
+    run(&mut agent, "write the notes");
+    assert_eq!(
+        std::fs::read_to_string(ws.app.join("docs").join("notes.md"))
+            .ok()
+            .as_deref(),
+        Some("n")
+    );
+    let bodies = bodies.borrow().clone();
+    let second = messages(&bodies[1]);
+    let (nested, rest) = second.split_last().expect("messages");
+    assert_eq!(
+        rest.last().map(|m| m["role"].clone()),
+        Some(Value::from("tool"))
+    );
+    assert!(nested["content"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("Docs: plain words."));
+    let labels: Vec<String> = injected(&store).into_iter().map(|(l, _)| l).collect();
+    assert_eq!(
+        labels.last().map(String::as_str),
+        Some("agent-instructions/nested")
+    );
+}
+
 // Goal: the catalog lists name and description under the load-first rule; a `/review` in
 // the user message places the skill's full text after every other injection of the step
 // (after the plan-mode notice too); the `skill` tool loads one by name.
