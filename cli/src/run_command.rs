@@ -70,6 +70,10 @@ pub struct RunArgs {
     /// A skills directory: each sub-folder holding a SKILL.md is a skill (repeatable).
     #[arg(long = "skills", value_name = "DIR")]
     skills: Vec<PathBuf>,
+    /// The approval policy of this run; a change from the one the session announced last
+    /// appends a one-line notice (default on-request).
+    #[arg(long, value_name = "POLICY")]
+    approval_policy: Option<String>,
     /// The byte budget of the instructions message.
     #[arg(long, value_name = "BYTES", default_value_t = INSTRUCTIONS_BUDGET_BYTES)]
     instructions_budget: usize,
@@ -138,6 +142,9 @@ pub fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         budget_bytes: args.instructions_budget,
     };
     let mut agent = Agent::open(&store, &session, adapter, route, &root)?.with_context(context)?;
+    if let Some(policy) = &args.approval_policy {
+        agent.set_approval_policy(policy);
+    }
     if let Some(percent) = args.compact_threshold {
         agent = agent.with_compaction(CompactionPolicy {
             threshold_percent: percent,

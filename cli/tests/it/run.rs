@@ -437,3 +437,51 @@ fn run_sends_instructions_and_skills_as_framed_user_messages() {
         ]
     );
 }
+
+// Goal: a run with another `--approval-policy`, or from another working directory, appends
+// one one-line notice each after the history; a repeat adds none; the table of `requests`
+// names the injected sources. Method: three runs of one session on the replay provider.
+#[test]
+fn run_notices_for_approval_and_working_directory() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    std::fs::create_dir_all(&one).expect("a dir");
+    put(&one.join("AGENTS.md"), "One: hello.");
+    put(&two.join("AGENTS.md"), "Two: hello.");
+    let db = dir.path().join("db.redb").display().to_string();
+    let base = ["run", "--db", db.as_str(), "--session", "s"];
+    let first = sessionlog_in(&one, &[&base[..], &["hi"]].concat());
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let policy = ["--approval-policy", "never", "again"];
+    let second = sessionlog_in(&two, &[&base[..], &policy[..]].concat());
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let third = sessionlog_in(&two, &[&base[..], &policy[..]].concat());
+    assert_eq!(third.status.code(), Some(0), "{}", stderr(&third));
+    let report = requests_json(dir.path(), &db, "s");
+    let injected = |index: usize| -> Vec<String> {
+        report["requests"][index]["injected"]
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .filter_map(|i| i["source"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(injected(0), vec!["agent-instructions/baseline"]);
+    assert_eq!(
+        injected(1),
+        vec![
+            "agent-instructions/baseline",
+            "plugin sessionlog-agent/approval-policy",
+            "plugin sessionlog-agent/working-directory",
+            "agent-instructions/nested",
+        ]
+    );
+    assert_eq!(injected(2), injected(1), "a repeat adds no notice");
+    let table = sessionlog_in(dir.path(), &["requests", "--db", &db, "s"]);
+    assert!(stdout(&table).contains(
+        "request 1 injects: #4 plugin sessionlog-agent/approval-policy, #5 plugin \
+         sessionlog-agent/working-directory, #6 agent-instructions/nested"
+    ));
+}

@@ -94,7 +94,8 @@ impl Default for ContextOptions {
 struct Context {
     instructions: Instructions,
     skills: SkillCatalog,
-    catalog_sent: bool,
+    /// The skill names the log's latest catalog listed (a new catalog follows a change).
+    catalog_sent: Option<Vec<String>>,
 }
 
 /// The model selection, shared with whoever may change it while a step runs (a UI, another
@@ -124,7 +125,8 @@ impl RouteSelector {
 struct Settled {
     announced: Announced,
     instructions: Option<Instructions>,
-    catalog_sent: bool,
+    /// The skill names the log's latest catalog listed (a new catalog follows a change).
+    catalog_sent: Option<Vec<String>>,
 }
 
 /// The assembly a step admitted, kept so that a retry after a recovery compaction admits
@@ -291,8 +293,10 @@ impl<'a> Agent<'a> {
         let events = self.store.read_range(&self.session, 0, head.next_seq)?;
         let messages = || events.iter().filter_map(|e| e.message());
         instructions.restore(messages());
-        let catalog_sent =
-            messages().any(|m| m.source.as_ref().is_some_and(|s| s.kind == CATALOG_SOURCE));
+        let catalog_sent = messages()
+            .filter_map(|m| m.source.as_ref().filter(|s| s.kind == CATALOG_SOURCE))
+            .next_back()
+            .map(|s| catalog_names(s.extra.get("skills")));
         let skills = SkillCatalog::discover(&options.skill_dirs);
         if !skills.is_empty() {
             let item = Item::tools("skill", |_| vec![SkillCatalog::tool_schema()]);
@@ -613,9 +617,9 @@ impl<'a> Agent<'a> {
 
     /// The messages a step admits, in order: the switch notices (tool set, model), the
     /// approval-policy and working-directory notices, the instructions messages, the skill
-    /// catalog (once), the step's user messages, the plan-mode notice, then the full text of
-    /// every skill the user named as `/skill-name`. Returns them with the state to keep once
-    /// the batch is committed.
+    /// catalog (when its skills differ from the last one logged), the step's user messages,
+    /// the plan-mode notice, then the full text of every skill the user named as
+    /// `/skill-name`. Returns them with the state to keep once the batch is committed.
     fn step_context(
         &self,
         mut out: Vec<Message>,
@@ -648,16 +652,22 @@ impl<'a> Agent<'a> {
         }
         announced.working_directory = Some(cwd);
         let mut instructions = None;
-        let mut catalog_sent = false;
+        let mut catalog_sent = None;
         let mut invoked = Vec::new();
         if let Some(context) = &self.context {
             let mut next = context.instructions.clone();
             out.extend(next.step_messages(&|n| id("instructions", n)));
             instructions = Some(next);
-            catalog_sent = context.catalog_sent;
-            if !catalog_sent && !context.skills.is_empty() {
+            catalog_sent = context.catalog_sent.clone();
+            let names: Vec<String> = context
+                .skills
+                .skills()
+                .iter()
+                .map(|s| s.name.clone())
+                .collect();
+            if !names.is_empty() && catalog_sent.as_ref() != Some(&names) {
                 out.push(context.skills.message(id("skill-catalog", 0)));
-                catalog_sent = true;
+                catalog_sent = Some(names);
             }
             for user in users.iter() {
                 let text: String = user
@@ -872,6 +882,17 @@ impl<'a> Agent<'a> {
         })?;
         Ok(seqs)
     }
+}
+
+/// The names of a catalog message's `skills` member.
+fn catalog_names(value: Option<&Value>) -> Vec<String> {
+    let Some(Value::Array(names)) = value else {
+        return Vec::new();
+    };
+    names
+        .iter()
+        .filter_map(|n| n.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// Whether the log leaves plan mode on: the last `plan_mode` call that got a successful

@@ -25,6 +25,8 @@ pub const INSTRUCTION_FILE_NAMES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 pub const INSTRUCTION_FILE_BYTES_MAX: u64 = 1024 * 1024;
 /// The `source.kind` of an instructions message.
 pub const INSTRUCTIONS_SOURCE: &str = "agent-instructions";
+/// The source member of a baseline that records the working directory it was read in.
+pub const WORKING_DIRECTORY_MEMBER: &str = "workingDirectory";
 /// The opening of the baseline, right after the budget note.
 pub const PRECEDENCE: &str = "Project instructions follow, from the broadest scope to the most \
 specific. Where two of them disagree, the more specific one wins. None of them overrides the \
@@ -288,8 +290,12 @@ impl Instructions {
         self.cwd = cwd;
     }
 
-    /// Restores what earlier steps announced from the session's messages.
+    /// Restores what earlier steps announced from the session's messages. A baseline read in
+    /// another working directory (a resume elsewhere) leaves the current directory's chain
+    /// to be looked up at the next step, as a deeper directory's is.
     pub fn restore<'m>(&mut self, messages: impl Iterator<Item = &'m Message>) {
+        let cwd = self.cwd.clone();
+        let mut baseline_cwd = None;
         for message in messages {
             let Some(source) = message.source.as_ref() else {
                 continue;
@@ -299,8 +305,14 @@ impl Instructions {
             }
             if source.extra.get("trigger").and_then(Value::as_str) == Some("baseline") {
                 self.baseline_done = true;
+                let at = source
+                    .extra
+                    .get(WORKING_DIRECTORY_MEMBER)
+                    .and_then(Value::as_str);
+                let at = at.map_or_else(|| cwd.clone(), PathBuf::from);
                 self.visited
-                    .extend(baseline_dirs(self.user_dir.as_deref(), &self.cwd));
+                    .extend(baseline_dirs(self.user_dir.as_deref(), &at));
+                baseline_cwd = Some(at);
             }
             let files = source.extra.get("files").and_then(Value::as_array);
             for file in files.into_iter().flatten() {
@@ -317,6 +329,9 @@ impl Instructions {
             for dir in dirs.into_iter().flatten().filter_map(Value::as_str) {
                 self.visited.push(PathBuf::from(dir));
             }
+        }
+        if baseline_cwd.is_some_and(|at| at != cwd) {
+            self.set_cwd(cwd);
         }
     }
 
@@ -368,7 +383,12 @@ impl Instructions {
             self.visited.extend(dirs.iter().cloned());
             if !files.is_empty() {
                 let rendered = render(&files, PRECEDENCE, self.budget_bytes);
-                out.push(self.message(id(out.len()), "baseline", &rendered, &files, &[]));
+                let mut message = self.message(id(out.len()), "baseline", &rendered, &files, &[]);
+                if let Some(source) = message.source.as_mut() {
+                    let at = Value::from(self.cwd.display().to_string());
+                    source.extra.insert(WORKING_DIRECTORY_MEMBER.into(), at);
+                }
+                out.push(message);
             }
             self.touched.clear();
             return out;

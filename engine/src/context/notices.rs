@@ -109,10 +109,20 @@ pub struct Announced {
 }
 
 impl Announced {
-    /// Reads the latest notice of each form from `messages`, in log order.
+    /// Reads the latest notice of each form from `messages`, in log order; an instructions
+    /// baseline announces the working directory it was read in.
     pub fn restore<'m>(messages: impl Iterator<Item = &'m Message>) -> Announced {
+        use super::instructions::{INSTRUCTIONS_SOURCE, WORKING_DIRECTORY_MEMBER};
         let mut out = Announced::default();
         for message in messages {
+            let baseline_cwd = message
+                .source
+                .as_ref()
+                .filter(|s| s.kind == INSTRUCTIONS_SOURCE)
+                .and_then(|s| s.extra.get(WORKING_DIRECTORY_MEMBER)?.as_str());
+            if let Some(cwd) = baseline_cwd {
+                out.working_directory = Some(cwd.to_owned());
+            }
             let Some(form) = notice_form(message) else {
                 continue;
             };

@@ -528,3 +528,50 @@ fn loopback_keeps_message_zero_and_the_tools() {
         .collect();
     assert_eq!(shown, named);
 }
+
+// Goal: a session resumed in another working directory appends one working-directory
+// notice and that directory's instructions (its chain below the root), not a second
+// baseline; a skill added between runs brings a new catalog, an unchanged set none.
+// Method: a run in packages/app, then a reopened agent in packages/lib with a new skill,
+// then a third agent with the same skills.
+#[test]
+fn resume_elsewhere_and_a_changed_catalog() {
+    let ws = workspace();
+    let lib = ws.repo.join("packages").join("lib");
+    write(&lib.join("AGENTS.md"), "Lib: no panics.");
+    let (_dir, store) = temp_store();
+    let (mut first, _) = agent(&store, &ws, &ws.app, vec![Answer::Text("a")]);
+    run(&mut first, "hello");
+    drop(first);
+    write(
+        &ws.skills.join("lint").join("SKILL.md"),
+        "---\nname: lint\ndescription: Lints.\n---\nRun the linter.\n",
+    );
+    let (mut second, bodies) = agent(&store, &ws, &lib, vec![Answer::Text("b")]);
+    run(&mut second, "moved");
+    drop(second);
+    let (mut third, _) = agent(&store, &ws, &lib, vec![Answer::Text("c")]);
+    run(&mut third, "again");
+    drop(third);
+    let labels: Vec<String> = injected(&store).into_iter().map(|(l, _)| l).collect();
+    assert_eq!(
+        labels,
+        vec![
+            "agent-instructions/baseline",
+            "skill-catalog",
+            "plugin sessionlog-agent/working-directory",
+            "agent-instructions/nested",
+            "skill-catalog",
+        ]
+    );
+    let sent = contents(&bodies.borrow()[0]);
+    let n = sent.len();
+    assert_eq!(sent[n - 4], working_directory_text(&ws.app, &lib));
+    assert!(sent[n - 3].contains("Lib: no panics."));
+    assert!(
+        !sent[n - 3].contains("Root:"),
+        "the root was announced already"
+    );
+    assert!(sent[n - 2].contains("- lint: Lints."));
+    assert_eq!(sent[n - 1], "moved");
+}
