@@ -1,4 +1,5 @@
-//! The loop-level admission cases of the in-history note: cancellation in preparation, a
+//! The loop-level admission cases of the in-history note: cancellation in request middleware
+//! (the pre-step compaction hook) or preparation, a
 //! selection change while the prepared route stays bound, route changes in both directions
 //! with changed and unchanged text, and admission on resume. A scripted adapter records every
 //! body; the prompt admission is read from the bodies and the log.
@@ -341,4 +342,54 @@ fn resumed_route_admission() {
     let (before, after) = (messages(&bodies[0]), messages(&bodies[1]));
     assert_eq!(after[..before.len()], before[..], "the change is appended");
     assert_eq!(systems(&bodies[1]), vec![planned, base]);
+}
+
+// Goal: a cancel in the request middleware (the pre-step compaction hook) commits neither
+// the pending system prompt nor the step's user message: the turn leaves only the
+// compaction's own events. Method: a second turn under pressure with plan mode pending;
+// the adapter cancels when the summarisation call arrives and has no answer for it.
+#[test]
+fn cancel_in_request_middleware_commits_no_pending_prompt() {
+    use sessionlog_engine::compaction::trigger::CompactionPolicy;
+
+    let (_dir, store) = temp_store();
+    let token = CancelToken::new();
+    let trigger = token.clone();
+    let on_call: OnCall = Box::new(move |index| {
+        if index == 1 {
+            trigger.cancel();
+        }
+    });
+    let (adapter, bodies) = Scripted::new(vec![Answer::Text("a long first answer")], on_call);
+    let mut route = flash();
+    route.context_window = Some(2_000);
+    let agent = open(&store, adapter, route);
+    let mut agent = agent.with_compaction(CompactionPolicy {
+        threshold_percent: 100,
+        retain_percent: 0,
+    });
+    turn(&mut agent, &"a long first question ".repeat(60));
+    let settled = all_events(&store).len();
+    let mut agent = agent.with_compaction(CompactionPolicy {
+        threshold_percent: 1,
+        retain_percent: 0,
+    });
+    agent.set_plan_mode(true).expect("plan on");
+    let result = agent.run_turn("two", &token, &mut |_| {});
+    assert!(
+        matches!(result, Err(AgentError::Cancelled)),
+        "{result:?} {:?}",
+        bodies.borrow().len()
+    );
+    assert_eq!(
+        bodies.borrow().len(),
+        2,
+        "the conversation call, then the summarisation"
+    );
+    let events = all_events(&store);
+    let added: Vec<&EventType> = events[settled..].iter().map(|e| &e.kind).collect();
+    assert!(!added.is_empty() && added.contains(&&EventType::CompactionStart));
+    assert!(!added.contains(&&EventType::SystemMessage), "{added:?}");
+    assert!(!added.contains(&&EventType::UserMessage), "{added:?}");
+    assert!(!added.contains(&&EventType::StepStart), "{added:?}");
 }
