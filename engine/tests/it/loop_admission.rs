@@ -393,3 +393,81 @@ fn cancel_in_request_middleware_commits_no_pending_prompt() {
     assert!(!added.contains(&&EventType::UserMessage), "{added:?}");
     assert!(!added.contains(&&EventType::StepStart), "{added:?}");
 }
+
+/// Shadows every built-in prompt section of `agent` with an empty one in its nearest scope,
+/// so that its rendering is empty; returns the registrations that undo it.
+fn shadow_prompt(agent: &Agent<'_>) -> Vec<sessionlog_engine::prompt::registry::Registration> {
+    use sessionlog_engine::prompt::registry::{Item, Layer};
+    [
+        "base",
+        "tool:echo",
+        "tool:plan_mode",
+        "tool:read",
+        "tool:write",
+    ]
+    .iter()
+    .map(|name| {
+        let item = Item::section(name, 0, |_| String::new());
+        agent
+            .registry()
+            .register(Layer::Scope("main".into()), item)
+            .expect("a scope section")
+    })
+    .collect()
+}
+
+fn system_events(store: &Store) -> usize {
+    count(&all_events(store), EventType::SystemMessage)
+}
+
+// Goal: the clear cases through the loop, on capable and incapable routes: three active
+// prompt versions are all cleared by an empty rendering; repeated requests and a seeded
+// resume stay empty without extra prompt events; restoring brings back only the new text.
+// Method: A, plan (B), A again on flash; then every section shadowed by an empty one on the
+// route under test, twice, across a reopen; then the shadow released.
+#[test]
+fn clear_cases_through_the_loop() {
+    for route in [flash(), pro()] {
+        let (_dir, store) = temp_store();
+        let (adapter, bodies) = Scripted::new(vec![Answer::Text("a"); 4], Box::new(|_| {}));
+        let mut agent = open(&store, adapter, flash());
+        turn(&mut agent, "one");
+        agent.set_plan_mode(true).expect("plan on");
+        turn(&mut agent, "two");
+        agent.set_plan_mode(false).expect("plan off");
+        turn(&mut agent, "three");
+        assert_eq!(
+            systems(&bodies.borrow()[2]).len(),
+            3,
+            "three active versions"
+        );
+        agent.set_route(route.clone());
+        let _shadow = shadow_prompt(&agent);
+        let before = system_events(&store);
+        turn(&mut agent, "cleared");
+        assert_eq!(
+            system_events(&store) - before,
+            3,
+            "one clear per active version"
+        );
+        assert_eq!(systems(&bodies.borrow()[3]), Vec::<String>::new());
+        drop(agent);
+        let (adapter, bodies) = Scripted::new(vec![Answer::Text("b"); 3], Box::new(|_| {}));
+        let mut agent = open(&store, adapter, route.clone());
+        let shadow = shadow_prompt(&agent);
+        let before = system_events(&store);
+        turn(&mut agent, "still empty");
+        turn(&mut agent, "and again");
+        assert_eq!(system_events(&store), before, "no extra prompt events");
+        assert_eq!(systems(&bodies.borrow()[0]), Vec::<String>::new());
+        assert_eq!(systems(&bodies.borrow()[1]), Vec::<String>::new());
+        for registration in &shadow {
+            assert!(agent.registry().release(registration));
+        }
+        turn(&mut agent, "restored");
+        let restored = systems(&bodies.borrow()[2]);
+        assert_eq!(restored.len(), 1, "only the new text");
+        assert!(restored[0].starts_with(BASE_PROMPT));
+        assert_eq!(system_events(&store) - before, 1);
+    }
+}
