@@ -89,6 +89,18 @@ impl ContentBlock {
         })
     }
 
+    /// The `text` blocks of `content` concatenated, without reasoning: what a reader of the
+    /// reply sees.
+    pub fn reply_text(content: &[ContentBlock]) -> String {
+        content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text(t) => Some(t.text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The text of a `text` or `reasoning` block.
     pub fn as_text(&self) -> Option<&str> {
         match self {

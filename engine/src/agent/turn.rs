@@ -205,14 +205,7 @@ fn call_config(route: &PreparedCall) -> CallConfig {
 }
 
 fn source(kind: &str) -> Source {
-    Source {
-        kind: kind.to_owned(),
-        plugin: None,
-        provider: None,
-        model: None,
-        call_id: None,
-        extra: Extra::new(),
-    }
+    crate::context::source_of(kind, &[])
 }
 
 fn step_ref(turn: u64, step: u64) -> StepRef {
@@ -509,14 +502,7 @@ impl<'a> Agent<'a> {
             self.settle_context(after);
             self.last_turn = turn;
             let completion = self.call((turn, step), &route, &admitted, cancel, on_text)?;
-            reply = completion
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::Text(t) => Some(t.text.as_str()),
-                    _ => None,
-                })
-                .collect();
+            reply = ContentBlock::reply_text(&completion.content);
             let calls: Vec<(String, String, String)> = completion
                 .content
                 .iter()
@@ -670,14 +656,7 @@ impl<'a> Agent<'a> {
                 catalog_sent = Some(names);
             }
             for user in users.iter() {
-                let text: String = user
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Text(t) => Some(t.text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
+                let text: String = ContentBlock::reply_text(&user.content);
                 for skill in context.skills.invoked(&text) {
                     let n = invoked.len();
                     invoked.push(invocation_message(id("skill-invocation", n), skill));

@@ -232,14 +232,7 @@ fn execute(
         return Err(fail(next, &failure.code, failure.message));
     }
     let completion = builder.finish();
-    let text: String = completion
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let text: String = ContentBlock::reply_text(&completion.content);
     if text.trim().is_empty() {
         return Err(fail(next, "EMPTY_SUMMARY", "the summary is empty".into()));
     }
