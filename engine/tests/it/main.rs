@@ -3,6 +3,7 @@
 mod admission;
 mod agent;
 mod audit;
+mod backends;
 mod chain;
 mod compaction;
 mod concurrency;
