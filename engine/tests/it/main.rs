@@ -15,6 +15,7 @@ mod model;
 mod prompt;
 mod requests;
 mod roundtrip;
+mod server;
 mod service;
 mod support;
 mod verify;
