@@ -474,14 +474,14 @@ fn http_limits_refuse_oversized_requests() {
 
 // Goal: a live tail sees each commit; shutdown ends open tails, waits for requests in flight,
 // and every acknowledged append is in the store afterwards.
-// Method: follow an empty session, append three batches, stop the server while the tail is
-// open, then reopen the store and verify.
+// Method: follow an empty session and append three batches; then stop the server while the
+// tail is open and four clients are appending; reopen the store, count and verify.
 #[test]
 fn http_live_tail_and_graceful_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.redb");
     let id = unique_id("shutdown");
-    runtime().block_on(async {
+    let acked = runtime().block_on(async {
         let store = Arc::new(Store::open(&path).unwrap());
         let service = LogService::local(Arc::clone(&store));
         let store_dyn: Arc<dyn LogStore> = store;
@@ -503,12 +503,49 @@ fn http_live_tail_and_graceful_shutdown() {
                 ("event", &*seq.to_string())
             );
         }
+        // Appenders keep going while the server stops; each counts its acknowledgements.
+        let mut appenders = Vec::new();
+        let total = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        for client_idx in 0..4 {
+            let session = format!("{id}-{client_idx}");
+            server.create(&header(&session)).await;
+            let base = server.base.clone();
+            let total = Arc::clone(&total);
+            appenders.push(tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let mut acked = 0u64;
+                loop {
+                    let body = json!({ "expectedNextSeq": acked, "events": [row(&title(acked))] });
+                    let sent = client
+                        .post(format!("{base}/v1/sessions/{session}/events"))
+                        .body(body.to_string())
+                        .send()
+                        .await;
+                    match sent {
+                        Ok(response) if response.status().as_u16() == 200 => {
+                            acked += 1;
+                            total.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        _ => return (session, acked),
+                    }
+                }
+            }));
+        }
+        // Stop once the appenders are well under way (at least 20 commits between them).
+        while total.load(std::sync::atomic::Ordering::SeqCst) < 20 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
         server.stop().await;
         // The tail ended with the server.
         let rest: Vec<_> = tail.collect().await;
         assert!(rest
             .iter()
             .all(|m| m.is_err() || m.as_ref().unwrap().event != "event"));
+        let mut acked = Vec::new();
+        for appender in appenders {
+            acked.push(appender.await.unwrap());
+        }
+        acked
     });
     let store = Store::open(&path).unwrap();
     let report = store
@@ -518,4 +555,14 @@ fn http_live_tail_and_graceful_shutdown() {
         .unwrap();
     assert!(report.ok(), "{:?}", report.faults);
     assert_eq!(report.events, 3);
+    for (session, n_acked) in acked {
+        // Nothing acknowledged is lost (a commit whose answer the client never read may add one).
+        let head = store.head(&session).unwrap();
+        assert!(
+            head.next_seq >= n_acked,
+            "{session}: {} < {n_acked}",
+            head.next_seq
+        );
+        assert!(store.verify(std::slice::from_ref(&session)).unwrap()[0].ok());
+    }
 }
