@@ -54,6 +54,8 @@ const _: () = assert!(INSERT_ROWS_MAX * 3 < u16::MAX as usize);
 
 /// A session log store on PostgreSQL.
 pub struct PgStore {
+    /// Where to reconnect a pooled connection the server closed.
+    url: String,
     pool: Vec<Mutex<Client>>,
     next_client: AtomicUsize,
     sessions: Mutex<HashMap<String, Arc<Mutex<PgSession>>>>,
@@ -130,6 +132,7 @@ impl PgStore {
             pool.push(Mutex::new(Client::connect(url, NoTls).map_err(pg_error)?));
         }
         let store = PgStore {
+            url: url.to_owned(),
             pool,
             next_client: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),
@@ -197,15 +200,22 @@ impl PgStore {
         Ok(())
     }
 
-    /// A pooled connection: the first free one, else the next in turn.
+    /// A pooled connection: the first free one, else the next in turn. A connection the
+    /// server closed (a restart, a failover) is replaced by a new one; when that fails too the
+    /// closed one is returned and the caller's query reports the error.
     fn client(&self) -> MutexGuard<'_, Client> {
-        for slot in &self.pool {
-            if let Ok(client) = slot.try_lock() {
-                return client;
+        let mut client = self.pool.iter().find_map(|slot| slot.try_lock().ok());
+        if client.is_none() {
+            let idx = self.next_client.fetch_add(1, Ordering::Relaxed) % self.pool.len();
+            client = Some(lock(&self.pool[idx]));
+        }
+        let mut client = client.expect("a connection was taken");
+        if client.is_closed() {
+            if let Ok(fresh) = Client::connect(&self.url, NoTls) {
+                *client = fresh;
             }
         }
-        let idx = self.next_client.fetch_add(1, Ordering::Relaxed) % self.pool.len();
-        lock(&self.pool[idx])
+        client
     }
 
     fn read_info(client: &mut Client, session: &str) -> Result<SessionInfo, StoreError> {

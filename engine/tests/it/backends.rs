@@ -365,3 +365,41 @@ fn postgres_verify_reports_damage() {
         report.faults
     );
 }
+
+// Goal: a PostgreSQL store survives its server closing its connections (a restart, a
+// failover): closed pooled connections are replaced, and appends go on from the head.
+// Method: terminate the store's backends (tagged by application_name), then retry a head
+// read a bounded number of times and append.
+#[test]
+fn postgres_store_reconnects_after_its_connections_close() {
+    let Some(url) = postgres_url("postgres_store_reconnects_after_its_connections_close") else {
+        return;
+    };
+    let tag = format!("sessionlog-reconnect-{}", std::process::id());
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let tagged = format!("{url}{separator}application_name={tag}");
+    let store = PgStore::connect(&tagged).unwrap();
+    let id = unique_id("reconnect");
+    store.create_session(&header(&id), false).unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let killed = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            &[&tag],
+        )
+        .unwrap();
+    assert!(!killed.is_empty());
+    // A query on a connection not yet seen closed fails once; the pool then replaces it.
+    let head = (0..8).find_map(|_| store.head(&id).ok());
+    assert_eq!(head.map(|h| h.next_seq), Some(0));
+    let ack = (0..8).find_map(|_| {
+        store
+            .append(AppendRequest {
+                session: id.clone(),
+                expected_next_seq: 0,
+                events: vec![title(0)],
+            })
+            .ok()
+    });
+    assert_eq!(ack.map(|a| a.next_seq), Some(1));
+}
