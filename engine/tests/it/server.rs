@@ -566,3 +566,42 @@ fn http_live_tail_and_graceful_shutdown() {
         assert!(store.verify(std::slice::from_ref(&session)).unwrap()[0].ok());
     }
 }
+
+// Goal: on a shared backend a tail sees commits made by another server process on the same
+// database (it polls heads; nothing relies on LISTEN/NOTIFY).
+// Method: two servers on one PostgreSQL database; a tail on the second, appends on the first.
+#[test]
+fn http_tail_on_postgres_follows_another_servers_commits() {
+    let Some(url) = postgres_url("http_tail_on_postgres_follows_another_servers_commits") else {
+        return;
+    };
+    runtime().block_on(async {
+        let writer = TestServer::postgres(&url).await;
+        let reader = TestServer::postgres(&url).await;
+        let id = unique_id("tail-pg");
+        writer.create(&header(&id)).await;
+        let (status, _) = writer.append(&id, 0, &[title(0)]).await;
+        assert_eq!(status, 200);
+        let response = reader
+            .client
+            .get(reader.url(&format!("/v1/sessions/{id}/tail?from=0")))
+            .send()
+            .await
+            .unwrap();
+        let mut tail = response.bytes_stream().eventsource();
+        let first = tail.next().await.unwrap().unwrap();
+        assert_eq!(first.id, "0");
+        for seq in 1..4u64 {
+            let (status, _) = writer.append(&id, seq, &[title(seq)]).await;
+            assert_eq!(status, 200);
+            let message = tail.next().await.unwrap().unwrap();
+            assert_eq!(
+                (message.event, message.id),
+                ("event".to_owned(), seq.to_string())
+            );
+        }
+        drop(tail);
+        writer.stop().await;
+        reader.stop().await;
+    });
+}
