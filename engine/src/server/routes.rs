@@ -376,3 +376,40 @@ async fn verify(state: AppState, sessions: Vec<String>) -> Response {
         Err(error) => store_failure(&error),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::OPENAPI_JSON;
+
+    // Goal: the committed OpenAPI description parses and documents exactly the routes served
+    // (the list below mirrors `open` and `protected`; a new route must be added to both).
+    #[test]
+    fn openapi_documents_every_route() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI_JSON).unwrap();
+        let mut documented: Vec<&str> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        documented.sort_unstable();
+        let mut served = vec![
+            "/health",
+            "/openapi.json",
+            "/v1/sessions",
+            "/v1/sessions/{session}",
+            "/v1/sessions/{session}/head",
+            "/v1/sessions/{session}/events",
+            "/v1/sessions/{session}/tail",
+            "/v1/sessions/{session}/messages",
+            "/v1/sessions/{session}/surface",
+            "/v1/sessions/{session}/requests",
+            "/v1/sessions/{session}/verify",
+            "/v1/verify",
+        ];
+        served.sort_unstable();
+        assert_eq!(documented, served);
+    }
+}
