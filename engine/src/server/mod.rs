@@ -158,7 +158,9 @@ pub fn run(config: &ServeConfig, on_listening: impl FnOnce(SocketAddr)) -> Resul
             shutdown_signal(),
         )
         .await
-        .map_err(|e| Error::io(Path::new(&addr.to_string()), e))
+        .map_err(|e| Error::io(Path::new(&addr.to_string()), e))?;
+        tracing::info!(%addr, "stopped");
+        Ok(())
     })
 }
 
