@@ -75,6 +75,12 @@ enum Command {
     /// One manual compaction over a stored session's head: the summariser replays the
     /// conversation prefix and a checkpoint replaces the span.
     Compact(crate::compact_command::CompactArgs),
+    /// The store over HTTP: appends with optimistic concurrency, tails over SSE, the derived
+    /// views (docs/openapi.json); stops on SIGINT or SIGTERM after the requests in flight.
+    Serve(crate::serve_command::ServeArgs),
+    /// Copies every session (or those named) to another backend, e.g. a postgres:// URL,
+    /// and verifies each on arrival.
+    Copy(crate::serve_command::CopyArgs),
 }
 
 #[derive(Debug, Args)]
@@ -201,6 +207,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Prompt(args) => crate::prompt_command::prompt(global, args),
         Command::Tokens(args) => crate::tokens_command::run(global, args),
         Command::Compact(args) => crate::compact_command::run(global, args),
+        Command::Serve(args) => crate::serve_command::serve(global, args),
+        Command::Copy(args) => crate::serve_command::copy(global, args),
     }
 }
 

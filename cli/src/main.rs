@@ -11,6 +11,7 @@ mod output;
 mod prompt_command;
 mod requests_command;
 mod run_command;
+mod serve_command;
 mod show_command;
 mod store_commands;
 mod tokens_command;

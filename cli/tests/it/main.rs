@@ -8,6 +8,7 @@ mod prompt;
 mod requests;
 mod run;
 mod seal;
+mod serve;
 mod show;
 mod store;
 mod support;

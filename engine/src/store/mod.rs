@@ -8,6 +8,7 @@
 //! the `wal` module). After any I/O failure the store is poisoned: every later write fails until it is
 //! reopened, and reopening recovers exactly the last acknowledged state.
 
+pub(crate) mod backend;
 mod session;
 mod tables;
 pub mod verify;

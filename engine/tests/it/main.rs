@@ -3,6 +3,7 @@
 mod admission;
 mod agent;
 mod audit;
+mod backends;
 mod chain;
 mod compaction;
 mod concurrency;
@@ -16,6 +17,7 @@ mod model;
 mod prompt;
 mod requests;
 mod roundtrip;
+mod server;
 mod service;
 mod support;
 mod verify;

@@ -1,0 +1,326 @@
+//! The service-mode load check (issue #13): an in-process `serve` on 127.0.0.1 (port 0), N
+//! concurrent HTTP clients each appending single-event batches to its own session while an SSE
+//! tail follows each session. Reports commits/s, append latency p50/p99 and tail lag p50/p99,
+//! for the embedded store and, with `--postgres URL`, for PostgreSQL.
+//!
+//! Bounded: at most `--clients` x `--appends` appends and `--seconds` of appending per backend;
+//! loopback only.
+//!
+//! ```text
+//! cargo run --release -p sessionlog-benches --bin serve_load -- --clients 16 --appends 200 \
+//!     [--postgres postgres://postgres@127.0.0.1:PORT/postgres]
+//! ```
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use sessionlog_engine::log_service::LogService;
+use sessionlog_engine::pg_store::PgStore;
+use sessionlog_engine::server::{serve, ServerOptions};
+use sessionlog_engine::store::Store;
+use sessionlog_format::{Event, EventType, FormatVersion, SessionHeader};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+struct Options {
+    clients: usize,
+    appends: u64,
+    seconds: u64,
+    postgres: Option<String>,
+}
+
+/// What one backend's run measured.
+struct Outcome {
+    backend: &'static str,
+    commits: u64,
+    elapsed: Duration,
+    latencies_us: Vec<u64>,
+    lags_us: Vec<u64>,
+    conflicts: u64,
+}
+
+/// When each appended event was acknowledged to its client.
+type Acks = Arc<Mutex<HashMap<(usize, u64), Instant>>>;
+
+fn parse_args() -> Result<Options, String> {
+    let mut options = Options {
+        clients: 16,
+        appends: 200,
+        seconds: 60,
+        postgres: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        let number = |v: String| v.parse::<u64>().map_err(|e| format!("{arg}: {e}"));
+        match arg.as_str() {
+            "--clients" => options.clients = number(value()?)?.clamp(1, 256) as usize,
+            "--appends" => options.appends = number(value()?)?.clamp(1, 100_000),
+            "--seconds" => options.seconds = number(value()?)?.clamp(1, 600),
+            "--postgres" => options.postgres = Some(value()?),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(options)
+}
+
+fn title(seq: u64) -> Value {
+    let event = Event::other(
+        seq,
+        0,
+        EventType::SessionTitle,
+        json!({"title": "load", "messageSeqs": [], "source": {"kind": "fallback"}}),
+    );
+    let mut out = Vec::new();
+    sessionlog_format::row::encode_row(&event, FormatVersion::V3, &mut out);
+    serde_json::from_slice(&out).expect("a row is JSON")
+}
+
+/// One client: creates its session, then appends one event at a time until done or out of
+/// time, recording each latency and ack instant.
+async fn appender(
+    base: String,
+    client_idx: usize,
+    options: (u64, Instant),
+    acks: Acks,
+) -> (Vec<u64>, u64) {
+    let (appends, deadline) = options;
+    let client = reqwest::Client::new();
+    let session = format!("load-{client_idx}");
+    let mut latencies = Vec::with_capacity(appends as usize);
+    let mut conflicts = 0;
+    let mut seq = 0;
+    while seq < appends && Instant::now() < deadline {
+        let body = json!({ "expectedNextSeq": seq, "events": [title(seq)] });
+        let started = Instant::now();
+        let response = client
+            .post(format!("{base}/v1/sessions/{session}/events"))
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("the server answers");
+        let status = response.status().as_u16();
+        let _ = response.bytes().await;
+        let now = Instant::now();
+        match status {
+            200 => {
+                latencies.push((now - started).as_micros() as u64);
+                acks.lock()
+                    .expect("no panics")
+                    .insert((client_idx, seq), now);
+                seq += 1;
+            }
+            409 => conflicts += 1,
+            other => panic!("append answered {other}"),
+        }
+    }
+    (latencies, conflicts)
+}
+
+/// One tail per session: the lag of each event after its ack (0 when the tail was first).
+async fn tailer(
+    base: String,
+    client_idx: usize,
+    until_seq: Arc<Mutex<Option<u64>>>,
+    acks: Acks,
+) -> Vec<u64> {
+    let client = reqwest::Client::new();
+    let session = format!("load-{client_idx}");
+    let response = client
+        .get(format!("{base}/v1/sessions/{session}/tail?from=0"))
+        .send()
+        .await
+        .expect("the tail opens");
+    let mut stream = response.bytes_stream().eventsource();
+    let mut lags = Vec::new();
+    let mut pending: Vec<(u64, Instant)> = Vec::new();
+    loop {
+        let target = *until_seq.lock().expect("no panics");
+        if target.is_some_and(|t| pending.len() as u64 >= t) {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_millis(500), stream.next()).await {
+            Ok(Some(Ok(message))) if message.event == "event" => {
+                let seq: u64 = message.id.parse().expect("ids are seqs");
+                pending.push((seq, Instant::now()));
+            }
+            Ok(Some(Ok(_))) | Err(_) => {}
+            Ok(Some(Err(_))) | Ok(None) => break,
+        }
+    }
+    let acks = acks.lock().expect("no panics");
+    for (seq, received) in pending {
+        if let Some(acked) = acks.get(&(client_idx, seq)) {
+            lags.push(received.saturating_duration_since(*acked).as_micros() as u64);
+        }
+    }
+    lags
+}
+
+async fn run_backend(backend: &'static str, service: LogService, options: &Options) -> Outcome {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let base = format!("http://{}", listener.local_addr().expect("bound"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(
+        listener,
+        service.clone(),
+        ServerOptions::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let client = reqwest::Client::new();
+    for client_idx in 0..options.clients {
+        let header = SessionHeader::new_v3(format!("load-{client_idx}"), 1_700_000_000_000);
+        let response = client
+            .post(format!("{base}/v1/sessions"))
+            .body(serde_json::to_string(&header).expect("a header serializes"))
+            .send()
+            .await
+            .expect("the server answers");
+        assert_eq!(response.status().as_u16(), 201, "session create");
+    }
+    let acks: Acks = Arc::new(Mutex::new(HashMap::new()));
+    let targets: Vec<Arc<Mutex<Option<u64>>>> = (0..options.clients)
+        .map(|_| Arc::new(Mutex::new(None)))
+        .collect();
+    let tails: Vec<_> = (0..options.clients)
+        .map(|i| {
+            tokio::spawn(tailer(
+                base.clone(),
+                i,
+                Arc::clone(&targets[i]),
+                Arc::clone(&acks),
+            ))
+        })
+        .collect();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(options.seconds);
+    let appenders: Vec<_> = (0..options.clients)
+        .map(|i| {
+            tokio::spawn(appender(
+                base.clone(),
+                i,
+                (options.appends, deadline),
+                Arc::clone(&acks),
+            ))
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    let mut conflicts = 0;
+    for (client_idx, task) in appenders.into_iter().enumerate() {
+        let (mut l, c) = task.await.expect("an appender");
+        *targets[client_idx].lock().expect("no panics") = Some(l.len() as u64);
+        latencies.append(&mut l);
+        conflicts += c;
+    }
+    let elapsed = started.elapsed();
+    let mut lags = Vec::new();
+    for task in tails {
+        lags.append(&mut task.await.expect("a tailer"));
+    }
+    let _ = stop.send(());
+    server.await.expect("the server task").expect("the server");
+    Outcome {
+        backend,
+        commits: latencies.len() as u64,
+        elapsed,
+        latencies_us: latencies,
+        lags_us: lags,
+        conflicts,
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx] as f64 / 1000.0
+}
+
+fn report(outcome: &mut Outcome) {
+    outcome.latencies_us.sort_unstable();
+    outcome.lags_us.sort_unstable();
+    let rate = outcome.commits as f64 / outcome.elapsed.as_secs_f64();
+    println!(
+        "| {} | {} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+        outcome.backend,
+        outcome.commits,
+        outcome.elapsed.as_secs_f64(),
+        rate,
+        percentile(&outcome.latencies_us, 0.50),
+        percentile(&outcome.latencies_us, 0.99),
+        percentile(&outcome.lags_us, 0.50),
+        percentile(&outcome.lags_us, 0.99),
+        outcome.lags_us.len(),
+    );
+    if outcome.conflicts > 0 {
+        println!("(unexpected conflicts: {})", outcome.conflicts);
+    }
+}
+
+fn main() -> ExitCode {
+    let options = match parse_args() {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("serve_load: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    println!(
+        "{} clients x {} appends of 1 event, a tail per session, at most {} s per backend",
+        options.clients, options.appends, options.seconds
+    );
+    println!("| backend | commits | seconds | commits/s | append p50 ms | append p99 ms | tail lag p50 ms | tail lag p99 ms | tailed |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = Arc::new(Store::open(&dir.path().join("load.redb")).expect("a store"));
+        let mut outcome = run_backend("redb", LogService::local(store), &options).await;
+        report(&mut outcome);
+        if let Some(url) = &options.postgres {
+            let url = url.clone();
+            let store = tokio::task::spawn_blocking(move || PgStore::connect(&url))
+                .await
+                .expect("connect task")
+                .expect("the database");
+            clear_postgres(&options);
+            let mut outcome =
+                run_backend("postgres", LogService::direct(Arc::new(store)), &options).await;
+            report(&mut outcome);
+        }
+    });
+    ExitCode::SUCCESS
+}
+
+/// Removes the `load-N` sessions of an earlier run from the database.
+fn clear_postgres(options: &Options) {
+    let Some(url) = &options.postgres else { return };
+    let url = url.clone();
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("the database");
+        for table in [
+            "sessionlog_checkpoints",
+            "sessionlog_events",
+            "sessionlog_sessions",
+        ] {
+            let sql = format!("DELETE FROM {table} WHERE session_id LIKE 'load-%'");
+            client.execute(sql.as_str(), &[]).expect("a cleanup");
+        }
+    })
+    .join()
+    .expect("the cleanup thread");
+}

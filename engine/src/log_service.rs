@@ -1,0 +1,245 @@
+//! `LogService`: the async edge over any [`LogStore`], for the HTTP server and other services.
+//!
+//! Appends to the embedded store go through [`StoreHandle`]'s writer task (group commit, one
+//! fsync for every batch queued meanwhile); appends to another backend run on the blocking
+//! pool, each in its own transaction. Reads run on the blocking pool. Tails follow a session
+//! from any seq: they wake when this service commits to the session, and, on a shared
+//! backend that other processes also write, every [`TAIL_POLL_INTERVAL`] as well. Closing the
+//! service ends every tail, so a server can shut down while clients are following.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sessionlog_format::{Event, SessionHeader};
+use tokio::sync::watch;
+
+use crate::log_store::{LogStore, READ_EVENTS_MAX};
+use crate::service::StoreHandle;
+use crate::store::{AppendAck, AppendRequest, Head, Store, StoreError};
+
+/// How often a tail on a shared backend looks for heads committed by other processes.
+pub const TAIL_POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// A cloneable async handle on a log backend.
+#[derive(Clone)]
+pub struct LogService {
+    store: Arc<dyn LogStore>,
+    writer: Writer,
+    heads: Arc<Mutex<HashMap<String, watch::Sender<u64>>>>,
+    closing: watch::Sender<bool>,
+}
+
+#[derive(Clone)]
+enum Writer {
+    /// The embedded store's group-commit writer task.
+    Grouped(StoreHandle),
+    /// One blocking call per batch.
+    Direct,
+}
+
+impl std::fmt::Debug for LogService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogService")
+            .field("backend", &self.store.backend_name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LogService {
+    /// A service over the embedded store, appending through a writer task started on the
+    /// current runtime.
+    pub fn local(store: Arc<Store>) -> LogService {
+        let handle = StoreHandle::start(Arc::clone(&store));
+        LogService::with_writer(store, Writer::Grouped(handle))
+    }
+
+    /// A service over any backend, appending with one blocking call per batch.
+    pub fn direct(store: Arc<dyn LogStore>) -> LogService {
+        LogService::with_writer(store, Writer::Direct)
+    }
+
+    fn with_writer(store: Arc<dyn LogStore>, writer: Writer) -> LogService {
+        LogService {
+            store,
+            writer,
+            heads: Arc::new(Mutex::new(HashMap::new())),
+            closing: watch::channel(false).0,
+        }
+    }
+
+    /// The backend underneath.
+    pub fn store(&self) -> &Arc<dyn LogStore> {
+        &self.store
+    }
+
+    /// Ends every tail (they return `None`); appends and reads still work.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Runs `f` on the backend on the blocking pool.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn LogStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || f(store.as_ref()))
+            .await
+            .unwrap_or_else(|join| {
+                Err(StoreError::Storage(format!(
+                    "a store task panicked: {join}"
+                )))
+            })
+    }
+
+    pub async fn create_session(
+        &self,
+        header: SessionHeader,
+        snapshot: bool,
+    ) -> Result<(), StoreError> {
+        self.run(move |store| store.create_session(&header, snapshot))
+            .await
+    }
+
+    pub async fn head(&self, session: &str) -> Result<Head, StoreError> {
+        let session = session.to_owned();
+        self.run(move |store| store.head(&session)).await
+    }
+
+    /// Events `from_seq..to_seq`, at most [`READ_EVENTS_MAX`] of them.
+    pub async fn read_range(
+        &self,
+        session: &str,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let session = session.to_owned();
+        let to_seq = to_seq.min(from_seq.saturating_add(READ_EVENTS_MAX));
+        self.run(move |store| store.read_range(&session, from_seq, to_seq))
+            .await
+    }
+
+    /// Appends a batch; resolves once it is durable (or refused).
+    pub async fn append(&self, request: AppendRequest) -> Result<AppendAck, StoreError> {
+        let result = match &self.writer {
+            Writer::Grouped(handle) => {
+                let AppendRequest {
+                    session,
+                    expected_next_seq,
+                    events,
+                } = request;
+                handle.append(&session, expected_next_seq, events).await
+            }
+            Writer::Direct => self.run(move |store| store.append(request)).await,
+        };
+        if let Ok(ack) = &result {
+            self.publish(&ack.session, ack.next_seq);
+        }
+        result
+    }
+
+    /// Follows a session from `from_seq`: every event already stored, then each new one.
+    pub async fn tail(&self, session: &str, from_seq: u64) -> Result<Tail, StoreError> {
+        let head = self.head(session).await?;
+        self.publish(session, head.next_seq);
+        let heads = {
+            let mut heads = lock(&self.heads);
+            let sender = heads
+                .entry(session.to_owned())
+                .or_insert_with(|| watch::channel(head.next_seq).0);
+            sender.subscribe()
+        };
+        Ok(Tail {
+            service: self.clone(),
+            session: session.to_owned(),
+            next_seq: from_seq,
+            heads,
+            closing: self.closing.subscribe(),
+            buffered: VecDeque::new(),
+        })
+    }
+
+    fn publish(&self, session: &str, next_seq: u64) {
+        let heads = lock(&self.heads);
+        if let Some(sender) = heads.get(session) {
+            sender.send_if_modified(|known| {
+                let newer = next_seq > *known;
+                *known = (*known).max(next_seq);
+                newer
+            });
+        }
+    }
+}
+
+/// A subscription to a session's events, from [`LogService::tail`].
+pub struct Tail {
+    service: LogService,
+    session: String,
+    next_seq: u64,
+    heads: watch::Receiver<u64>,
+    closing: watch::Receiver<bool>,
+    buffered: VecDeque<Event>,
+}
+
+impl Tail {
+    /// The seq of the next event this tail yields.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The next event, waiting for it to be committed; `None` once the service closes.
+    pub async fn next(&mut self) -> Option<Result<Event, StoreError>> {
+        loop {
+            if *self.closing.borrow() {
+                return None;
+            }
+            if let Some(event) = self.buffered.pop_front() {
+                debug_assert_eq!(event.seq, self.next_seq);
+                self.next_seq = event.seq + 1;
+                return Some(Ok(event));
+            }
+            let known = *self.heads.borrow_and_update();
+            if known > self.next_seq {
+                let read = self
+                    .service
+                    .read_range(&self.session, self.next_seq, known)
+                    .await;
+                match read {
+                    Ok(events) if events.is_empty() => {
+                        // The head moved back (a reopened store): wait for the next change.
+                        self.wait().await;
+                    }
+                    Ok(events) => self.buffered.extend(events),
+                    Err(error) => return Some(Err(error)),
+                }
+                continue;
+            }
+            self.wait().await;
+        }
+    }
+
+    /// Waits for a commit, a close, or (on a shared backend) the poll interval.
+    async fn wait(&mut self) {
+        let shared = self.service.store.is_shared();
+        tokio::select! {
+            changed = self.heads.changed() => {
+                if changed.is_err() {
+                    self.service.close();
+                }
+            }
+            _ = self.closing.changed() => {}
+            _ = tokio::time::sleep(TAIL_POLL_INTERVAL), if shared => {
+                if let Ok(head) = self.service.head(&self.session).await {
+                    self.service.publish(&self.session, head.next_seq);
+                }
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,145 @@
+//! The embedded store as a [`LogStore`], and the checkpoint record codec other backends share.
+
+use redb::ReadableDatabase;
+use sessionlog_format::fold::SessionFold;
+use sessionlog_format::record::ChainHash;
+use sessionlog_format::{binary, Event, SessionHeader};
+
+use super::session::{decode_checkpoint_body, session_record};
+use super::tables::{self, CheckpointRecord, CHECKPOINTS, EVENTS};
+use super::verify::SessionReport;
+use super::{guard, AppendAck, AppendRequest, Head, Store, StoreError};
+use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
+
+/// zstd level of checkpoint bodies (as the redb store writes them).
+const CHECKPOINT_ZSTD_LEVEL: i32 = 3;
+
+fn storage(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Storage(error.to_string())
+}
+
+impl LogStore for Store {
+    fn backend_name(&self) -> &'static str {
+        "redb"
+    }
+
+    /// redb holds an exclusive lock on its file: every append goes through this process.
+    fn is_shared(&self) -> bool {
+        false
+    }
+
+    fn create_session(&self, header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
+        self.create_session_with(header, snapshot)
+    }
+
+    fn sessions(&self) -> Result<Vec<String>, StoreError> {
+        Store::sessions(self)
+    }
+
+    fn session_info(&self, session: &str) -> Result<SessionInfo, StoreError> {
+        guard("reading a session record", || {
+            let txn = self.db().begin_read().map_err(storage)?;
+            let record = session_record(&txn, session)?;
+            Ok(SessionInfo {
+                header: record.header,
+                snapshot: record.snapshot,
+            })
+        })
+    }
+
+    fn head(&self, session: &str) -> Result<Head, StoreError> {
+        Store::head(self, session)
+    }
+
+    fn append(&self, request: AppendRequest) -> Result<AppendAck, StoreError> {
+        self.append_group(vec![request])
+            .pop()
+            .expect("one result per request")
+    }
+
+    fn read_range(
+        &self,
+        session: &str,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<Event>, StoreError> {
+        Store::read_range(self, session, from_seq, to_seq)
+    }
+
+    fn read_records(
+        &self,
+        session: &str,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        guard("reading records", || {
+            let txn = self.db().begin_read().map_err(storage)?;
+            let record = session_record(&txn, session)?;
+            let events = txn.open_table(EVENTS).map_err(storage)?;
+            let range = events
+                .range((record.key, from_seq)..(record.key, to_seq.max(from_seq)))
+                .map_err(storage)?;
+            let mut out = Vec::new();
+            for entry in range.take(READ_EVENTS_MAX as usize) {
+                let (key, bytes) = entry.map_err(storage)?;
+                out.push(StoredRecord {
+                    seq: key.value().1,
+                    bytes: bytes.value().to_vec(),
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    fn checkpoint(&self, session: &str) -> Result<Option<StoredCheckpoint>, StoreError> {
+        guard("reading a checkpoint", || {
+            let txn = self.db().begin_read().map_err(storage)?;
+            let record = session_record(&txn, session)?;
+            let checkpoints = txn.open_table(CHECKPOINTS).map_err(storage)?;
+            let Some(bytes) = checkpoints.get(record.key).map_err(storage)? else {
+                return Ok(None);
+            };
+            Ok(Some(decode_checkpoint(bytes.value())))
+        })
+    }
+
+    /// The head from the warm fold; an earlier seq folded from the start.
+    fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
+        match at_seq {
+            None => self.with_fold(session, SessionFold::clone),
+            Some(at) => Store::fold_at(self, session, Some(at)),
+        }
+    }
+
+    /// The redb verify: the generic walk's checks plus the events table's own count.
+    fn verify(&self, sessions: &[String]) -> Result<Vec<SessionReport>, StoreError> {
+        Store::verify(self, sessions)
+    }
+}
+
+/// Encodes the checkpoint record of `fold` whose last record has chain hash `chain`: the same
+/// bytes the redb store keeps (docs/format.md, "Store").
+pub(crate) fn encode_checkpoint(
+    fold: &SessionFold,
+    chain: &ChainHash,
+) -> Result<Vec<u8>, StoreError> {
+    let checkpoint = fold.checkpoint();
+    let mut raw = Vec::new();
+    binary::to_vec(&checkpoint, &mut raw).map_err(storage)?;
+    let body = zstd::bulk::compress(&raw, CHECKPOINT_ZSTD_LEVEL).map_err(storage)?;
+    let record = CheckpointRecord {
+        version: checkpoint.version,
+        next_seq: fold.admission().next_seq(),
+        chain: *chain,
+        body,
+    };
+    Ok(tables::encode_checkpoint(&record))
+}
+
+/// Decodes a checkpoint record into `(next_seq, chain, checkpoint)`, or says why it cannot.
+pub(crate) fn decode_checkpoint(bytes: &[u8]) -> StoredCheckpoint {
+    decode_checkpoint_body(bytes).map(|(record, checkpoint)| {
+        debug_assert_eq!(record.next_seq, checkpoint.next_seq);
+        (record.next_seq, record.chain, checkpoint)
+    })
+}

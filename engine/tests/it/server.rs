@@ -1,0 +1,607 @@
+//! The HTTP suite: a real `serve` on 127.0.0.1 (port 0) and reqwest clients. Appends,
+//! conflicts with the head, refusals with seq and rule, range reads, SSE tails resumed with
+//! Last-Event-ID, the derived views, auth, body limits, racing appenders with exactly one
+//! winner per seq, and a graceful shutdown that ends tails and keeps every acknowledged
+//! append. The same suite runs once against PostgreSQL when it is configured.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+use sessionlog_engine::log_service::LogService;
+use sessionlog_engine::log_store::{self, LogStore};
+use sessionlog_engine::pg_store::PgStore;
+use sessionlog_engine::server::{serve, ServerOptions, BODY_BYTES_MAX};
+use sessionlog_engine::store::Store;
+use sessionlog_format::{Event, FormatVersion, SessionHeader, SurfaceOp};
+use tokio::sync::oneshot;
+
+use crate::backends::{postgres_url, unique_id};
+use crate::support::*;
+
+/// A server on loopback and the means to stop it.
+struct TestServer {
+    base: String,
+    client: reqwest::Client,
+    store: Arc<dyn LogStore>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestServer {
+    async fn redb(token: Option<&str>) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("store.redb")).unwrap());
+        let service = LogService::local(Arc::clone(&store));
+        TestServer::start(service, store, token, Some(dir)).await
+    }
+
+    async fn postgres(url: &str) -> TestServer {
+        let url = url.to_owned();
+        let store = tokio::task::spawn_blocking(move || PgStore::connect(&url))
+            .await
+            .unwrap()
+            .unwrap();
+        let store: Arc<dyn LogStore> = Arc::new(store);
+        let service = LogService::direct(Arc::clone(&store));
+        TestServer::start(service, store, None, None).await
+    }
+
+    async fn start(
+        service: LogService,
+        store: Arc<dyn LogStore>,
+        token: Option<&str>,
+        dir: Option<tempfile::TempDir>,
+    ) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (shutdown, stop) = oneshot::channel::<()>();
+        let options = ServerOptions {
+            token: token.map(str::to_owned),
+        };
+        let task = tokio::spawn(serve(listener, service, options, async move {
+            let _ = stop.await;
+        }));
+        TestServer {
+            base,
+            client: reqwest::Client::new(),
+            store,
+            shutdown: Some(shutdown),
+            task,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self.client.get(self.url(path)).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn create(&self, header: &SessionHeader) {
+        let body = serde_json::to_value(header).unwrap();
+        let (status, answer) = self.post("/v1/sessions", &body).await;
+        assert_eq!(status, 201, "{answer}");
+        assert_eq!(answer["nextSeq"], 0);
+    }
+
+    async fn append(&self, session: &str, expected: u64, events: &[Event]) -> (u16, Value) {
+        let rows: Vec<Value> = events.iter().map(row).collect();
+        let body = json!({ "expectedNextSeq": expected, "events": rows });
+        self.post(&format!("/v1/sessions/{session}/events"), &body)
+            .await
+    }
+
+    async fn stop(mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        (&mut self.task).await.unwrap().unwrap();
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An event as its canonical V3 row.
+fn row(event: &Event) -> Value {
+    let mut out = Vec::new();
+    sessionlog_format::row::encode_row(event, FormatVersion::V3, &mut out);
+    serde_json::from_slice(&out).unwrap()
+}
+
+fn generated_session(test: &str, n_events: u64) -> (SessionHeader, Vec<Vec<Event>>) {
+    let (mut header, batches) = generated(n_events, 3);
+    header.id = unique_id(test);
+    (header, batches)
+}
+
+async fn append_batches(server: &TestServer, header: &SessionHeader, batches: &[Vec<Event>]) {
+    let mut next_seq = 0u64;
+    for batch in batches {
+        let (status, ack) = server.append(&header.id, next_seq, batch).await;
+        assert_eq!(status, 200, "{ack}");
+        assert_eq!(ack["firstSeq"], next_seq);
+        next_seq += batch.len() as u64;
+        assert_eq!(ack["nextSeq"], next_seq);
+    }
+}
+
+/// Reads SSE `event` messages of a tail until `n` have arrived: `(id, row)` pairs.
+async fn read_tail(
+    server: &TestServer,
+    session: &str,
+    query: &str,
+    last_event_id: Option<u64>,
+    n: usize,
+) -> Vec<(u64, Value)> {
+    let mut request = server
+        .client
+        .get(server.url(&format!("/v1/sessions/{session}/tail{query}")));
+    if let Some(id) = last_event_id {
+        request = request.header("Last-Event-ID", id.to_string());
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut events = response.bytes_stream().eventsource();
+    let mut out = Vec::new();
+    while out.len() < n {
+        let message = events.next().await.expect("the tail stays open").unwrap();
+        assert_eq!(message.event, "event", "{}", message.data);
+        let row: Value = serde_json::from_str(&message.data).unwrap();
+        out.push((message.id.parse().unwrap(), row));
+    }
+    out
+}
+
+/// The suite every backend passes: append and read, conflict, refusals, tail resume, views.
+async fn check_core(server: &TestServer, test: &str) {
+    let (header, batches) = generated_session(test, 400);
+    let events: Vec<Event> = batches.iter().flatten().cloned().collect();
+    server.create(&header).await;
+    let (status, again) = server
+        .post("/v1/sessions", &serde_json::to_value(&header).unwrap())
+        .await;
+    assert_eq!(
+        (status, again["error"].clone()),
+        (409, json!("session-exists"))
+    );
+    append_batches(server, &header, &batches).await;
+    let id = &header.id;
+    let n = events.len() as u64;
+
+    // Range reads.
+    let (status, read) = server
+        .get(&format!("/v1/sessions/{id}/events?from=10&to=20"))
+        .await;
+    assert_eq!(status, 200);
+    let expected: Vec<Value> = events[10..20].iter().map(row).collect();
+    assert_eq!(read["events"], Value::Array(expected));
+    assert_eq!(read["nextSeq"], n);
+
+    // The head, and a conflict that carries it.
+    let (_, head) = server.get(&format!("/v1/sessions/{id}/head")).await;
+    assert_eq!(head["nextSeq"], n);
+    let (status, conflict) = server.append(id, n - 1, &[title(n - 1)]).await;
+    assert_eq!(status, 409, "{conflict}");
+    assert_eq!(conflict["error"], "conflict");
+    assert_eq!(conflict["nextSeq"], n);
+    assert_eq!(conflict["headHash"], head["headHash"]);
+
+    // Refusals: a rule (a system message outside any open step) and an envelope.
+    let bad = system(n + 1, 99, 99, "x", SurfaceOp::Append);
+    let (status, refused) = server.append(id, n, &[title(n), bad]).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["error"], "rejected");
+    assert_eq!(refused["seq"], n + 1);
+    assert!(refused["rule"].as_str().is_some_and(|r| !r.is_empty()));
+    let body = json!({ "expectedNextSeq": n, "events": [{"type": "session/title"}] });
+    let (status, envelope) = server
+        .post(&format!("/v1/sessions/{id}/events"), &body)
+        .await;
+    assert_eq!(
+        (status, envelope["seq"].clone()),
+        (422, json!(n)),
+        "{envelope}"
+    );
+    let (_, unchanged) = server.get(&format!("/v1/sessions/{id}/head")).await;
+    assert_eq!(unchanged, head, "a refused batch writes nothing");
+
+    // A tail from 0 read halfway, then resumed with Last-Event-ID.
+    let first = read_tail(server, id, "?from=0", None, 150).await;
+    let ids: Vec<u64> = first.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(ids, (0..150).collect::<Vec<_>>());
+    let resumed = read_tail(server, id, "?from=0", Some(149), 10).await;
+    assert_eq!(resumed[0], (150, row(&events[150])));
+    assert_eq!(resumed.len(), 10);
+
+    // The views equal the library's folds of the same backend.
+    let store = Arc::clone(&server.store);
+    let session = id.clone();
+    let folded = tokio::task::spawn_blocking(move || {
+        log_store::fold_session(store.as_ref(), &session, Some(200)).unwrap()
+    })
+    .await
+    .unwrap();
+    let (status, messages) = server
+        .get(&format!("/v1/sessions/{id}/messages?at=200"))
+        .await;
+    assert_eq!(status, 200);
+    let expected: Vec<Value> = folded
+        .messages()
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap())
+        .collect();
+    assert_eq!(messages["messages"], Value::Array(expected));
+    assert_eq!(messages["atSeq"], 200);
+    let (_, surface) = server
+        .get(&format!("/v1/sessions/{id}/surface?at=200"))
+        .await;
+    assert_eq!(surface["nodes"], json!(folded.nodes()));
+    let (status, past) = server
+        .get(&format!("/v1/sessions/{id}/surface?at={}", n + 5))
+        .await;
+    assert_eq!(
+        (status, past["error"].clone()),
+        (404, json!("seq-out-of-range"))
+    );
+    let (status, requests) = server.get(&format!("/v1/sessions/{id}/requests")).await;
+    assert_eq!(status, 200);
+    assert!(requests["summary"]["requests"].as_u64().unwrap() > 0);
+    let (status, verify) = server.get(&format!("/v1/sessions/{id}/verify")).await;
+    assert_eq!(status, 200);
+    assert_eq!(verify["sessions"][0]["ok"], true, "{verify}");
+    assert_eq!(verify["sessions"][0]["events"], n);
+    assert_eq!(verify["sessions"][0]["headHash"], head["headHash"]);
+    let (status, missing) = server.get("/v1/sessions/no-such-session/head").await;
+    assert_eq!(
+        (status, missing["error"].clone()),
+        (404, json!("unknown-session"))
+    );
+}
+
+// Goal: the core suite on the embedded store.
+#[test]
+fn http_core_on_redb() {
+    runtime().block_on(async {
+        let server = TestServer::redb(None).await;
+        check_core(&server, "http-core").await;
+        server.stop().await;
+    });
+}
+
+// Goal: the core suite on PostgreSQL (skipped without a database outside CI).
+#[test]
+fn http_core_on_postgres() {
+    let Some(url) = postgres_url("http_core_on_postgres") else {
+        return;
+    };
+    runtime().block_on(async {
+        let server = TestServer::postgres(&url).await;
+        check_core(&server, "http-core-pg").await;
+        server.stop().await;
+    });
+}
+
+/// 8 clients race to append 60 single-event batches to one session; returns the winner of
+/// each seq.
+async fn race(server: &TestServer, session: &str) -> BTreeMap<u64, usize> {
+    let server_base = server.base.clone();
+    let mut tasks = Vec::new();
+    for client_idx in 0..8usize {
+        let base = server_base.clone();
+        let session = session.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let mut wins = Vec::new();
+            loop {
+                let head: Value = client
+                    .get(format!("{base}/v1/sessions/{session}/head"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                let next = head["nextSeq"].as_u64().unwrap();
+                if next >= 60 {
+                    return (client_idx, wins);
+                }
+                let body = json!({ "expectedNextSeq": next, "events": [row(&title(next))] });
+                let response = client
+                    .post(format!("{base}/v1/sessions/{session}/events"))
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                match response.status().as_u16() {
+                    200 => wins.push(next),
+                    409 => {
+                        let conflict: Value = response.json().await.unwrap();
+                        assert!(conflict["nextSeq"].as_u64().unwrap() > next);
+                    }
+                    other => panic!("unexpected status {other}"),
+                }
+            }
+        }));
+    }
+    let mut winners = BTreeMap::new();
+    for task in tasks {
+        let (client_idx, wins) = task.await.unwrap();
+        for seq in wins {
+            let previous = winners.insert(seq, client_idx);
+            assert_eq!(previous, None, "seq {seq} was won twice");
+        }
+    }
+    winners
+}
+
+// Goal: concurrent appenders on one session: every seq has exactly one winner, the losers get
+// 409 with a newer head, and the session verifies.
+// Method: 8 clients, each reading the head and appending at it until 60 events exist.
+#[test]
+fn http_racing_appenders_have_one_winner_per_seq() {
+    runtime().block_on(async {
+        let server = TestServer::redb(None).await;
+        let id = unique_id("race");
+        server.create(&header(&id)).await;
+        let winners = race(&server, &id).await;
+        assert_eq!(
+            winners.keys().copied().collect::<Vec<_>>(),
+            (0..60).collect::<Vec<_>>()
+        );
+        let (_, verify) = server.get(&format!("/v1/sessions/{id}/verify")).await;
+        assert_eq!(verify["sessions"][0]["ok"], true);
+        assert_eq!(verify["sessions"][0]["events"], 60);
+        server.stop().await;
+    });
+    let Some(url) = postgres_url("http_racing_appenders_have_one_winner_per_seq") else {
+        return;
+    };
+    runtime().block_on(async {
+        // Two servers on one database: the race crosses processes.
+        let a = TestServer::postgres(&url).await;
+        let b = TestServer::postgres(&url).await;
+        let id = unique_id("race-pg");
+        a.create(&header(&id)).await;
+        let (first, second) = tokio::join!(race(&a, &id), race(&b, &id));
+        let mut all: Vec<u64> = first.keys().chain(second.keys()).copied().collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..60).collect::<Vec<_>>(), "one winner per seq");
+        a.stop().await;
+        b.stop().await;
+    });
+}
+
+// Goal: with a token, every endpoint but /health wants it; without one, nothing does.
+#[test]
+fn http_bearer_token_guards_everything_but_health() {
+    runtime().block_on(async {
+        let server = TestServer::redb(Some("s3cret-token")).await;
+        let (status, health) = server.get("/health").await;
+        assert_eq!((status, health["status"].clone()), (200, json!("ok")));
+        let (status, denied) = server.get("/v1/sessions").await;
+        assert_eq!(
+            (status, denied["error"].clone()),
+            (401, json!("unauthorized"))
+        );
+        let wrong = server
+            .client
+            .get(server.url("/v1/sessions"))
+            .bearer_auth("s3cret-tokeN")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong.status().as_u16(), 401);
+        let right = server
+            .client
+            .get(server.url("/v1/sessions"))
+            .bearer_auth("s3cret-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(right.status().as_u16(), 200);
+        let openapi = server
+            .client
+            .get(server.url("/openapi.json"))
+            .send()
+            .await
+            .unwrap();
+        let doc: Value = openapi.json().await.unwrap();
+        assert_eq!(doc["openapi"], "3.0.3");
+        assert!(doc["paths"]["/v1/sessions/{session}/events"]["post"].is_object());
+        server.stop().await;
+    });
+}
+
+// Goal: a body over BODY_BYTES_MAX is refused with 413, a batch over BATCH_EVENTS_MAX too,
+// a malformed body with 400; the store is unchanged.
+#[test]
+fn http_limits_refuse_oversized_requests() {
+    runtime().block_on(async {
+        let server = TestServer::redb(None).await;
+        let id = unique_id("limits");
+        server.create(&header(&id)).await;
+        let huge = vec![b' '; BODY_BYTES_MAX + 1];
+        let response = server
+            .client
+            .post(server.url(&format!("/v1/sessions/{id}/events")))
+            .body(huge)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 413);
+        let many: Vec<Event> = (0..65_537u64).map(title).collect();
+        let (status, too_many) = server.append(&id, 0, &many).await;
+        assert_eq!(
+            (status, too_many["error"].clone()),
+            (413, json!("batch-too-large"))
+        );
+        let (status, _) = server
+            .post(&format!("/v1/sessions/{id}/events"), &json!({"events": 3}))
+            .await;
+        assert_eq!(status, 400);
+        let (_, head) = server.get(&format!("/v1/sessions/{id}/head")).await;
+        assert_eq!(head["nextSeq"], 0);
+        server.stop().await;
+    });
+}
+
+// Goal: a live tail sees each commit; shutdown ends open tails, waits for requests in flight,
+// and every acknowledged append is in the store afterwards.
+// Method: follow an empty session and append three batches; then stop the server while the
+// tail is open and four clients are appending; reopen the store, count and verify.
+#[test]
+fn http_live_tail_and_graceful_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.redb");
+    let id = unique_id("shutdown");
+    let acked = runtime().block_on(async {
+        let store = Arc::new(Store::open(&path).unwrap());
+        let service = LogService::local(Arc::clone(&store));
+        let store_dyn: Arc<dyn LogStore> = store;
+        let server = TestServer::start(service, store_dyn, None, None).await;
+        server.create(&header(&id)).await;
+        let response = server
+            .client
+            .get(server.url(&format!("/v1/sessions/{id}/tail")))
+            .send()
+            .await
+            .unwrap();
+        let mut tail = response.bytes_stream().eventsource();
+        for seq in 0..3u64 {
+            let (status, _) = server.append(&id, seq, &[title(seq)]).await;
+            assert_eq!(status, 200);
+            let message = tail.next().await.unwrap().unwrap();
+            assert_eq!(
+                (message.event.as_str(), message.id.as_str()),
+                ("event", &*seq.to_string())
+            );
+        }
+        // Appenders keep going while the server stops; each counts its acknowledgements.
+        let mut appenders = Vec::new();
+        let total = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        for client_idx in 0..4 {
+            let session = format!("{id}-{client_idx}");
+            server.create(&header(&session)).await;
+            let base = server.base.clone();
+            let total = Arc::clone(&total);
+            appenders.push(tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let mut acked = 0u64;
+                loop {
+                    let body = json!({ "expectedNextSeq": acked, "events": [row(&title(acked))] });
+                    let sent = client
+                        .post(format!("{base}/v1/sessions/{session}/events"))
+                        .body(body.to_string())
+                        .send()
+                        .await;
+                    match sent {
+                        Ok(response) if response.status().as_u16() == 200 => {
+                            acked += 1;
+                            total.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        _ => return (session, acked),
+                    }
+                }
+            }));
+        }
+        // Stop once the appenders are well under way (at least 20 commits between them).
+        while total.load(std::sync::atomic::Ordering::SeqCst) < 20 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        server.stop().await;
+        // The tail ended with the server.
+        let rest: Vec<_> = tail.collect().await;
+        assert!(rest
+            .iter()
+            .all(|m| m.is_err() || m.as_ref().unwrap().event != "event"));
+        let mut acked = Vec::new();
+        for appender in appenders {
+            acked.push(appender.await.unwrap());
+        }
+        acked
+    });
+    let store = Store::open(&path).unwrap();
+    let report = store
+        .verify(std::slice::from_ref(&id))
+        .unwrap()
+        .pop()
+        .unwrap();
+    assert!(report.ok(), "{:?}", report.faults);
+    assert_eq!(report.events, 3);
+    for (session, n_acked) in acked {
+        // Nothing acknowledged is lost (a commit whose answer the client never read may add one).
+        let head = store.head(&session).unwrap();
+        assert!(
+            head.next_seq >= n_acked,
+            "{session}: {} < {n_acked}",
+            head.next_seq
+        );
+        assert!(store.verify(std::slice::from_ref(&session)).unwrap()[0].ok());
+    }
+}
+
+// Goal: on a shared backend a tail sees commits made by another server process on the same
+// database (it polls heads; nothing relies on LISTEN/NOTIFY).
+// Method: two servers on one PostgreSQL database; a tail on the second, appends on the first.
+#[test]
+fn http_tail_on_postgres_follows_another_servers_commits() {
+    let Some(url) = postgres_url("http_tail_on_postgres_follows_another_servers_commits") else {
+        return;
+    };
+    runtime().block_on(async {
+        let writer = TestServer::postgres(&url).await;
+        let reader = TestServer::postgres(&url).await;
+        let id = unique_id("tail-pg");
+        writer.create(&header(&id)).await;
+        let (status, _) = writer.append(&id, 0, &[title(0)]).await;
+        assert_eq!(status, 200);
+        let response = reader
+            .client
+            .get(reader.url(&format!("/v1/sessions/{id}/tail?from=0")))
+            .send()
+            .await
+            .unwrap();
+        let mut tail = response.bytes_stream().eventsource();
+        let first = tail.next().await.unwrap().unwrap();
+        assert_eq!(first.id, "0");
+        for seq in 1..4u64 {
+            let (status, _) = writer.append(&id, seq, &[title(seq)]).await;
+            assert_eq!(status, 200);
+            let message = tail.next().await.unwrap().unwrap();
+            assert_eq!(
+                (message.event, message.id),
+                ("event".to_owned(), seq.to_string())
+            );
+        }
+        drop(tail);
+        writer.stop().await;
+        reader.stop().await;
+    });
+}
