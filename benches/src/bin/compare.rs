@@ -4,12 +4,12 @@
 //! ```text
 //! cargo run --release -p sessionlog-benches --bin compare -- [--quick] [--json]
 //!     [--scales 1000,10000,100000] [--migrate-scales N,..] [--runs R] [--plots DIR]
-//!     [--only append,session,migrate] [--dir DIR]
+//!     [--only append,session,migrate] [--markdown FILE] [--dir DIR]
 //! ```
 //!
 //! Without `--json` it prints markdown tables; with it, one JSON document with every workload,
 //! its medians, peak memory and ratios to every baseline. `--plots DIR` writes the SVG scaling
-//! curves there. Work files go to a temporary directory under `--dir` (default: the current
+//! curves there, and `--markdown FILE` the tables. Work files go to a temporary directory under `--dir` (default: the current
 //! directory, so that fsync hits a real disk rather than a tmpfs). BENCHMARKS.md explains the
 //! workloads and how memory is measured.
 
@@ -25,6 +25,7 @@ struct Args {
     config: Config,
     json: bool,
     plots: Option<PathBuf>,
+    markdown: Option<PathBuf>,
     dir: PathBuf,
 }
 
@@ -55,6 +56,7 @@ fn parse_args(raw: Vec<String>) -> Args {
         },
         json: false,
         plots: None,
+        markdown: None,
         dir: PathBuf::from("."),
     };
     let mut it = raw.into_iter();
@@ -85,6 +87,7 @@ fn parse_args(raw: Vec<String>) -> Args {
                 }
             }
             "--plots" => args.plots = it.next().map(PathBuf::from),
+            "--markdown" => args.markdown = it.next().map(PathBuf::from),
             "--dir" => {
                 args.dir = it
                     .next()
@@ -121,6 +124,13 @@ fn main() {
             }
         }
     }
+    let tables = report::markdown(&cells, &summaries);
+    if let Some(path) = &args.markdown {
+        if let Err(e) = std::fs::write(path, &tables) {
+            eprintln!("compare: {}: {e}", path.display());
+            std::process::exit(1);
+        }
+    }
     if args.json {
         let meta = serde_json::json!({
             "command": format!("compare {command}"),
@@ -136,6 +146,6 @@ fn main() {
             serde_json::to_string_pretty(&document).expect("JSON serializes")
         );
     } else {
-        println!("{}", report::markdown(&cells, &summaries));
+        println!("{tables}");
     }
 }
