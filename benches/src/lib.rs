@@ -1,5 +1,10 @@
 //! Shared inputs for the sessionlog benchmarks (`benches/`) and comparison binaries.
 
+pub mod backends;
+pub mod compare;
+pub mod data;
+pub mod measure;
+
 use sessionlog_format::gen::{GenOptions, Generator};
 use sessionlog_format::{Compression, LogWriter};
 

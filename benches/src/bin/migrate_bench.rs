@@ -13,15 +13,14 @@
 //! file line by line, parses each line into a `Value`, serializes it again into a file, and
 //! fsyncs it. Runs alternate between the two; the medians are reported. Target: ratio >= 0.5.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::json;
+use sessionlog_benches::data::{reserialize, write_generated_log};
+use sessionlog_benches::measure::median;
 use sessionlog_engine::migrate::{migrate_file, MigrateOptions, Outcome};
-use sessionlog_format::gen::{GenOptions, Generator};
-use sessionlog_format::{Compression, FormatVersion, LogWriter};
+use sessionlog_format::FormatVersion;
 
 /// mimalloc instead of the system allocator: decoding JSON builds many small strings and
 /// vectors, and glibc's malloc spent about half of `migrate`'s time in its free-list upkeep.
@@ -63,7 +62,7 @@ fn main() {
     let source_dir = dir.path().join("source");
     std::fs::create_dir(&source_dir).expect("the source directory");
     let source = source_dir.join(format!("session.v{}.jsonl", args.version));
-    write_source(&source, args.events, version);
+    write_generated_log(&source, version, args.events, 1);
     let bytes = std::fs::metadata(&source).expect("the source").len();
     let mib = bytes as f64 / (1024.0 * 1024.0);
     eprintln!(
@@ -102,8 +101,8 @@ fn main() {
             baseline[run], migrate[run]
         );
     }
-    let baseline_s = median(&mut baseline);
-    let migrate_s = median(&mut migrate);
+    let baseline_s = median(&baseline);
+    let migrate_s = median(&migrate);
     let baseline_mibs = mib / baseline_s;
     let migrate_mibs = mib / migrate_s;
     let ratio = migrate_mibs / baseline_mibs;
@@ -126,39 +125,4 @@ fn main() {
         println!("Value parse + reserialize: {baseline_mibs:.1} MiB/s");
         println!("ratio: {ratio:.2}x (target >= 0.5x)");
     }
-}
-
-fn write_source(path: &Path, events: u64, version: FormatVersion) {
-    let options = GenOptions { events, seed: 1 };
-    let mut generator = Generator::for_version(options, version).expect("a generated version");
-    let file = File::create(path).expect("the source file");
-    let out = BufWriter::with_capacity(1 << 20, file);
-    let mut writer =
-        LogWriter::new(out, &generator.header(), Compression::None).expect("the header");
-    while let Some(batch) = generator.next_batch() {
-        writer.append_batch(&batch).expect("a generated batch");
-    }
-    let out = writer.into_inner().expect("the writer");
-    let file = out.into_inner().expect("flushed");
-    file.sync_all().expect("fsync");
-}
-
-/// The baseline: every line parsed into a `Value` and serialized again, then fsynced.
-fn reserialize(source: &Path, out: &Path) {
-    let input = BufReader::with_capacity(1 << 20, File::open(source).expect("the source"));
-    let file = File::create(out).expect("the baseline output");
-    let mut output = BufWriter::with_capacity(1 << 20, file);
-    for line in input.lines() {
-        let line = line.expect("a line");
-        let value: Value = serde_json::from_str(&line).expect("a JSON line");
-        serde_json::to_writer(&mut output, &value).expect("written");
-        output.write_all(b"\n").expect("written");
-    }
-    let file = output.into_inner().expect("flushed");
-    file.sync_all().expect("fsync");
-}
-
-fn median(samples: &mut [f64]) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
 }

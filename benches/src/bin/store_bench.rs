@@ -18,12 +18,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::json;
+use sessionlog_benches::compare::session::all_record_bytes;
+use sessionlog_benches::data::session_events;
+use sessionlog_benches::measure::{median, peak_rss_kib, time};
 use sessionlog_engine::store::Store;
 use sessionlog_format::gen::{GenOptions, Generator};
 use sessionlog_format::row::encode_row;
 use sessionlog_format::{Event, FormatVersion};
+
+/// The CLI's allocator (BENCHMARKS.md's store figures before issue #12 used glibc's).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 struct Args {
     events: u64,
@@ -131,15 +137,7 @@ fn append_batches(
     batch_events: usize,
     n_events: u64,
 ) -> (sessionlog_format::SessionHeader, Vec<Vec<Event>>) {
-    let mut generator = Generator::new(GenOptions {
-        events: n_events,
-        seed: 11,
-    });
-    let header = generator.header();
-    let mut events = Vec::new();
-    while let Some(batch) = generator.next_batch() {
-        events.extend(batch);
-    }
+    let (header, events) = session_events(11, n_events);
     let batches = events.chunks(batch_events).map(<[Event]>::to_vec).collect();
     (header, batches)
 }
@@ -187,8 +185,8 @@ fn durable_append(dir: &Path, batch_events: usize) -> Row {
     }
     Row {
         name: format!("durable append, batches of {batch_events}"),
-        ours: median(ours),
-        baseline: median(baseline),
+        ours: median(&ours),
+        baseline: median(&baseline),
         unit: "batches/s",
         higher_is_better: true,
         target: 0.8,
@@ -208,15 +206,6 @@ fn cold_open_messages(path: &Path) -> usize {
     store
         .with_fold(&id, |fold| fold.messages().len())
         .expect("fold")
-}
-
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn big_session(dir: &Path, n_events: u64) -> Vec<Row> {
@@ -284,12 +273,6 @@ fn build_big_store(path: &Path, n_events: u64) -> String {
     header.id
 }
 
-fn time<T>(f: impl FnOnce() -> T) -> f64 {
-    let started = Instant::now();
-    std::hint::black_box(f());
-    started.elapsed().as_secs_f64()
-}
-
 fn derive_after_append(store: &Store, id: &str, scratch_s: f64) -> Row {
     // Warm the fold, then time one append's fold update plus the derive.
     store.with_fold(id, |f| f.messages().len()).expect("warm");
@@ -306,7 +289,7 @@ fn derive_after_append(store: &Store, id: &str, scratch_s: f64) -> Row {
     let samples: Vec<f64> = (0..21)
         .map(|_| time(|| store.with_fold(id, |f| f.messages().len())))
         .collect();
-    let derive_s = median(samples);
+    let derive_s = median(&samples);
     Row {
         name: "derive after one append".to_owned(),
         ours: derive_s,
@@ -316,11 +299,6 @@ fn derive_after_append(store: &Store, id: &str, scratch_s: f64) -> Row {
         target: 1000.0,
         note: "median of 21; baseline: fold from scratch".to_owned(),
     }
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
 }
 
 fn verify_against_blake3(verify_s: f64, path: &Path) -> Row {
@@ -343,17 +321,4 @@ fn verify_against_blake3(verify_s: f64, path: &Path) -> Row {
         target: 0.5,
         note: "baseline: blake3 over the same record bytes, in memory".to_owned(),
     }
-}
-
-fn all_record_bytes(path: &Path) -> Vec<Vec<u8>> {
-    const EVENTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("events");
-    let db = redb::ReadOnlyDatabase::open(path).expect("read-only open");
-    let txn = db.begin_read().expect("read txn");
-    let table = txn.open_table(EVENTS).expect("events table");
-    let mut out = Vec::new();
-    for entry in table.iter().expect("iter") {
-        let (_, value) = entry.expect("entry");
-        out.push(value.value().to_vec());
-    }
-    out
 }

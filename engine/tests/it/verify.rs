@@ -175,3 +175,55 @@ fn rule_breaking_event_is_an_admission_fault() {
         .message
         .contains("node 0 holds the system prompt"));
 }
+
+// Goal: with the fold on its own thread, an admission fault and later record damage are both
+// reported, in seq order.
+#[test]
+fn admission_fault_then_damage_are_reported_in_seq_order() {
+    let (dir, store) = temp_store();
+    store.create_session(&header("s")).unwrap();
+    let events = vec![
+        turn_start(0, 1),
+        step_start(1, 1, 1),
+        system(2, 1, 1, "p", SurfaceOp::Append),
+    ];
+    store.append("s", 0, events).unwrap();
+    let head = store.head("s").unwrap();
+    drop(store);
+    let bad = user(
+        3,
+        "x",
+        SurfaceOp::Replace {
+            start_seq: 2,
+            end_seq: 2,
+        },
+        Some(vec![2]),
+    );
+    let mut record = Vec::new();
+    let chain = sessionlog_format::record::encode_event(&bad, &head.chain, &mut record).unwrap();
+    let mut next = Vec::new();
+    sessionlog_format::record::encode_event(
+        &user(4, "y", SurfaceOp::Append, None),
+        &chain,
+        &mut next,
+    )
+    .unwrap();
+    let last = next.len() - 1;
+    next[last] ^= 0x01;
+    let db = Database::create(store_path(&dir)).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut table = txn.open_table(EVENTS).unwrap();
+        table.insert((0, 3), record.as_slice()).unwrap();
+        table.insert((0, 4), next.as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+    drop(db);
+    assert_eq!(
+        faults(&dir),
+        vec![
+            (Some(3), FaultKind::Admission),
+            (Some(4), FaultKind::Checksum)
+        ]
+    );
+}

@@ -1,0 +1,196 @@
+//! Durable append: batches of B events from S concurrent sessions, every store side by side.
+//!
+//! Each round hands every store the same `batches_per_round` batches of each session; the
+//! stores take turns within a round (the order rotates per round) so machine noise hits all
+//! alike. sessionlog appends through `Store::append` for one session and through
+//! `engine::service::StoreHandle` (group commit: one WAL fsync per drained group) for more;
+//! every baseline runs one thread per session, each fsyncing (or committing) its own batches.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use sessionlog_engine::service::StoreHandle;
+use sessionlog_engine::store::Store;
+use sessionlog_format::Event;
+
+use crate::backends::{Writer, BASELINES};
+use crate::compare::report::{params, Bound, Cell, Stat, Target};
+use crate::data::session_events;
+use crate::measure::measure;
+
+/// The shape of one append cell.
+#[derive(Debug, Clone, Copy)]
+pub struct AppendShape {
+    pub batch_events: usize,
+    pub n_sessions: usize,
+    pub rounds: usize,
+    pub batches_per_round: usize,
+}
+
+/// Runs one append cell under `dir` (which it fills with one store per side).
+pub fn append_cell(dir: &Path, shape: AppendShape) -> Cell {
+    let batches_total = shape.rounds * shape.batches_per_round;
+    let n_events = (batches_total * shape.batch_events) as u64;
+    let sessions: Vec<_> = (0..shape.n_sessions)
+        .map(|s| session_events(100 + s as u64, n_events))
+        .collect();
+    let headers: Vec<_> = sessions.iter().map(|(h, _)| h.clone()).collect();
+    let batches: Vec<Vec<Vec<Event>>> = sessions
+        .iter()
+        .map(|(_, events)| {
+            events
+                .chunks(shape.batch_events)
+                .map(<[Event]>::to_vec)
+                .collect()
+        })
+        .collect();
+    drop(sessions);
+
+    let ours = Ours::create(&dir.join("sessionlog"), &headers);
+    let writers: Vec<Writer> = BASELINES
+        .iter()
+        .map(|b| {
+            let sub = dir.join(b.name());
+            std::fs::create_dir_all(&sub).expect("a baseline directory");
+            Writer::create(*b, &sub, &headers)
+        })
+        .collect();
+    let n_sides = 1 + writers.len();
+    let mut samples = vec![Vec::new(); n_sides];
+    let mut peaks = vec![0u64; n_sides];
+    for round in 0..shape.rounds {
+        let range = round * shape.batches_per_round..(round + 1) * shape.batches_per_round;
+        let slices: Vec<&[Vec<Event>]> = batches.iter().map(|b| &b[range.clone()]).collect();
+        for turn in 0..n_sides {
+            let side = (turn + round) % n_sides;
+            let run = if side == 0 {
+                let owned: Vec<Vec<Vec<Event>>> = slices.iter().map(|s| s.to_vec()).collect();
+                measure(|| ours.append_round(owned))
+            } else {
+                measure(|| baseline_round(&writers[side - 1], &slices))
+            };
+            let n_batches = (shape.n_sessions * shape.batches_per_round) as f64;
+            samples[side].push(n_batches / run.seconds);
+            peaks[side] = peaks[side].max(run.peak_kib);
+        }
+    }
+    let stat = |side: usize| Stat::new(samples[side].clone(), peaks[side]);
+    let targets = if shape.batch_events > 1 {
+        vec![
+            Target {
+                against: "sqlite",
+                bound: Bound::AtLeast(1.0),
+            },
+            Target {
+                against: "jsonl",
+                bound: Bound::AtLeast(0.8),
+            },
+        ]
+    } else {
+        vec![Target {
+            against: "jsonl",
+            bound: Bound::AtLeast(0.8),
+        }]
+    };
+    Cell {
+        workload: "append",
+        params: params(&[
+            ("batchEvents", shape.batch_events as u64),
+            ("sessions", shape.n_sessions as u64),
+        ]),
+        unit: "batches/s",
+        higher_is_better: true,
+        ours: stat(0),
+        baselines: BASELINES
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.name(), stat(i + 1)))
+            .collect(),
+        targets,
+        note: format!(
+            "median of {} rounds of {} batches per session; all sessions' batches/s",
+            shape.rounds, shape.batches_per_round
+        ),
+    }
+}
+
+fn baseline_round(writer: &Writer, sessions: &[&[Vec<Event>]]) {
+    std::thread::scope(|scope| {
+        for (idx, batches) in sessions.iter().enumerate() {
+            scope.spawn(move || {
+                let mut scratch = Vec::new();
+                for batch in batches.iter() {
+                    writer.append(idx, batch, &mut scratch);
+                }
+            });
+        }
+    });
+}
+
+/// sessionlog: the store, and for concurrent sessions its writer task on a runtime.
+struct Ours {
+    store: Arc<Store>,
+    runtime: tokio::runtime::Runtime,
+    handle: StoreHandle,
+    ids: Vec<String>,
+    next_seqs: std::sync::Mutex<Vec<u64>>,
+}
+
+impl Ours {
+    fn create(dir: &Path, headers: &[sessionlog_format::SessionHeader]) -> Ours {
+        std::fs::create_dir_all(dir).expect("our directory");
+        let store = Arc::new(Store::open(&dir.join("store.redb")).expect("the store"));
+        for header in headers {
+            store.create_session(header).expect("a session");
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let handle = runtime.block_on(async { StoreHandle::start(Arc::clone(&store)) });
+        Ours {
+            store,
+            runtime,
+            handle,
+            ids: headers.iter().map(|h| h.id.clone()).collect(),
+            next_seqs: std::sync::Mutex::new(vec![0; headers.len()]),
+        }
+    }
+
+    fn append_round(&self, sessions: Vec<Vec<Vec<Event>>>) {
+        let mut next_seqs = self.next_seqs.lock().expect("no panics");
+        if sessions.len() == 1 {
+            let mut next = next_seqs[0];
+            for batch in sessions.into_iter().flatten() {
+                let n = batch.len() as u64;
+                self.store
+                    .append(&self.ids[0], next, batch)
+                    .expect("an append");
+                next += n;
+            }
+            next_seqs[0] = next;
+            return;
+        }
+        let tasks: Vec<_> = sessions
+            .into_iter()
+            .enumerate()
+            .map(|(idx, batches)| {
+                let handle = self.handle.clone();
+                let id = self.ids[idx].clone();
+                let mut next = next_seqs[idx];
+                self.runtime.spawn(async move {
+                    for batch in batches {
+                        let n = batch.len() as u64;
+                        handle.append(&id, next, batch).await.expect("an append");
+                        next += n;
+                    }
+                    next
+                })
+            })
+            .collect();
+        for (idx, task) in tasks.into_iter().enumerate() {
+            next_seqs[idx] = self.runtime.block_on(task).expect("the task");
+        }
+    }
+}

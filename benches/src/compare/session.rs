@@ -1,0 +1,426 @@
+//! The workloads on one session of N events: bulk import, size on disk, cold open + derive,
+//! derive after one append, point-in-time read, and verify.
+//!
+//! The source is a generated V3 log (seed 42) written to a file; each store imports it. The
+//! stores the last import built are then read by the other workloads.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use serde_json::{json, Value};
+use sessionlog_engine::store::Store;
+use sessionlog_engine::transfer::import_file;
+use sessionlog_format::{Event, EventType, FormatVersion, SessionHeader, SnapshotMode};
+
+use crate::backends::BASELINES;
+use crate::backends::{derive_from_scratch, derive_messages, size_on_disk_bytes, Baseline, Writer};
+use crate::compare::report::{params, Bound, Cell, Stat, Target};
+use crate::data::write_generated_log;
+use crate::measure::{measure, peak_rss_kib, time};
+
+/// Rows per durable batch in every store's bulk import (sessionlog's import uses 1024 too).
+pub const IMPORT_BATCH_EVENTS: usize = 1024;
+
+/// How one scale runs.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionShape {
+    pub n_events: u64,
+    /// Repeated runs of the import, the cold opens and verify.
+    pub runs: usize,
+    /// Random seqs read at a point in time.
+    pub point_reads: usize,
+}
+
+/// The stores built by the import, for the later workloads.
+struct Built {
+    store: PathBuf,
+    baselines: Vec<(Baseline, PathBuf)>,
+    source_bytes: u64,
+}
+
+/// Every single-session workload at one scale, under `dir`.
+pub fn session_cells(dir: &Path, shape: SessionShape) -> Vec<Cell> {
+    let source = dir.join("source.jsonl");
+    write_generated_log(&source, FormatVersion::V3, shape.n_events, 42);
+    let (import, built) = import_cell(dir, &source, shape);
+    let mut cells = vec![import, size_cell(&built, shape)];
+    let (cold, scratch) = cold_open_cell(&built, shape);
+    cells.push(cold);
+    cells.push(derive_after_append_cell(&built, shape, &scratch));
+    cells.push(point_in_time_cell(&built, shape));
+    cells.push(verify_cell(&built, shape));
+    cells
+}
+
+fn import_cell(dir: &Path, source: &Path, shape: SessionShape) -> (Cell, Built) {
+    let n_sides = 1 + BASELINES.len();
+    let mut samples = vec![Vec::new(); n_sides];
+    let mut peaks = vec![0u64; n_sides];
+    let mut built = None;
+    for run in 0..shape.runs {
+        let run_dir = dir.join(format!("import-{run}"));
+        std::fs::create_dir_all(&run_dir).expect("a run directory");
+        let store_path = run_dir.join("store.redb");
+        let ours = measure(|| {
+            let store = Store::open(&store_path).expect("the store");
+            import_file(&store, source, SnapshotMode::Off, &mut |_| {}).expect("the import")
+        });
+        samples[0].push(shape.n_events as f64 / ours.seconds);
+        peaks[0] = peaks[0].max(ours.peak_kib);
+        let mut baselines = Vec::new();
+        for (i, baseline) in BASELINES.into_iter().enumerate() {
+            let sub = run_dir.join(baseline.name());
+            std::fs::create_dir_all(&sub).expect("a baseline directory");
+            let theirs = measure(|| import_rows(baseline, &sub, source));
+            samples[i + 1].push(shape.n_events as f64 / theirs.seconds);
+            peaks[i + 1] = peaks[i + 1].max(theirs.peak_kib);
+            baselines.push((baseline, sub));
+        }
+        if let Some(previous) = built.replace(Built {
+            store: store_path,
+            baselines,
+            source_bytes: std::fs::metadata(source).expect("the source").len(),
+        }) {
+            std::fs::remove_dir_all(previous.store.parent().expect("a run directory"))
+                .expect("an old run");
+        }
+    }
+    let cell = Cell {
+        workload: "import",
+        params: params(&[("events", shape.n_events)]),
+        unit: "events/s",
+        higher_is_better: true,
+        ours: Stat::new(samples[0].clone(), peaks[0]),
+        baselines: BASELINES
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.name(), Stat::new(samples[i + 1].clone(), peaks[i + 1])))
+            .collect(),
+        targets: Vec::new(),
+        note: format!(
+            "a V3 file imported in durable batches of {IMPORT_BATCH_EVENTS} events; sessionlog \
+             decodes, checks and folds every event, the baselines copy rows"
+        ),
+    };
+    (cell, built.expect("at least one run"))
+}
+
+/// A baseline's import: the source's rows, in batches, each made durable.
+fn import_rows(baseline: Baseline, dir: &Path, source: &Path) {
+    let mut input = BufReader::with_capacity(1 << 20, File::open(source).expect("the source"));
+    let mut header_line = Vec::new();
+    input.read_until(b'\n', &mut header_line).expect("a header");
+    let header: SessionHeader = serde_json::from_slice(&header_line).expect("a header line");
+    let writer = Writer::create(baseline, dir, &[header]);
+    let mut chunk = Vec::new();
+    let (mut first_seq, mut n_rows) = (0u64, 0u64);
+    loop {
+        let read = input.read_until(b'\n', &mut chunk).expect("a row");
+        if read > 0 {
+            n_rows += 1;
+        }
+        if (read == 0 && !chunk.is_empty()) || n_rows - first_seq == IMPORT_BATCH_EVENTS as u64 {
+            writer.append_rows(0, first_seq, &chunk);
+            chunk.clear();
+            first_seq = n_rows;
+        }
+        if read == 0 {
+            break;
+        }
+    }
+}
+
+fn size_cell(built: &Built, shape: SessionShape) -> Cell {
+    let len = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let wal = built.store.with_extension("redb.wal");
+    let ours = len(&built.store) + len(&wal);
+    let baselines = built
+        .baselines
+        .iter()
+        .map(|(b, dir)| {
+            let bytes = size_on_disk_bytes(*b, dir, 1) as f64;
+            (b.name(), Stat::new(vec![bytes], 0))
+        })
+        .collect();
+    Cell {
+        workload: "size",
+        params: params(&[("events", shape.n_events)]),
+        unit: "bytes",
+        higher_is_better: false,
+        ours: Stat::new(vec![ours as f64], 0),
+        baselines,
+        targets: vec![Target {
+            against: "jsonl.zstd",
+            bound: Bound::AtMost(1.2),
+        }],
+        note: format!(
+            "file lengths after the import and a clean close (redb file plus WAL); the source \
+             JSONL is {} bytes; ratios here are ours / theirs",
+            built.source_bytes
+        ),
+    }
+}
+
+/// One child process's measurement: seconds, peak resident KiB, derived bytes.
+fn child(args: &[&str]) -> (f64, u64) {
+    let exe = std::env::current_exe().expect("own path");
+    let output = Command::new(exe)
+        .arg("--child")
+        .args(args)
+        .output()
+        .expect("the child runs");
+    assert!(
+        output.status.success(),
+        "child {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("the child's JSON");
+    (
+        report["seconds"].as_f64().expect("seconds"),
+        report["peakKiB"].as_u64().unwrap_or(0),
+    )
+}
+
+/// The child side of [`child`]: runs one measurement named by `args` and prints its JSON.
+pub fn child_main(args: &[String]) -> String {
+    let path = PathBuf::from(args.get(1).expect("a path"));
+    let (seconds, bytes) = match args[0].as_str() {
+        "open" => {
+            let started = std::time::Instant::now();
+            let store = Store::open(&path).expect("the store");
+            let id = store
+                .sessions()
+                .expect("sessions")
+                .pop()
+                .expect("a session");
+            let bytes = store.with_fold(&id, derive_messages).expect("the fold");
+            (started.elapsed().as_secs_f64(), bytes)
+        }
+        "store-scratch" => {
+            let started = std::time::Instant::now();
+            let store = Store::open(&path).expect("the store");
+            let id = store
+                .sessions()
+                .expect("sessions")
+                .pop()
+                .expect("a session");
+            let fold = store.fold_at(&id, None).expect("the fold");
+            (started.elapsed().as_secs_f64(), derive_messages(&fold))
+        }
+        name => {
+            let baseline = Baseline::from_name(name).expect("a baseline name");
+            let started = std::time::Instant::now();
+            let bytes = derive_from_scratch(baseline, &path, 0, None);
+            (started.elapsed().as_secs_f64(), bytes)
+        }
+    };
+    json!({"seconds": seconds, "peakKiB": peak_rss_kib(), "bytes": bytes}).to_string()
+}
+
+/// Cold open + derive in fresh processes (the page cache stays warm, nothing else does),
+/// against a from-scratch derive of each store. Returns the cell and the baselines' stats,
+/// which the derive-after-append cell reuses.
+fn cold_open_cell(built: &Built, shape: SessionShape) -> (Cell, Vec<(&'static str, Stat)>) {
+    let store = built.store.to_string_lossy().into_owned();
+    let mut sides: Vec<(&'static str, Vec<String>)> = vec![
+        ("sessionlog", vec!["open".into(), store.clone()]),
+        ("sessionlog-scratch", vec!["store-scratch".into(), store]),
+    ];
+    for (b, dir) in &built.baselines {
+        sides.push((
+            b.name(),
+            vec![b.name().into(), dir.to_string_lossy().into_owned()],
+        ));
+    }
+    let mut samples = vec![Vec::new(); sides.len()];
+    let mut peaks = vec![0u64; sides.len()];
+    for _ in 0..shape.runs {
+        for (i, (_, args)) in sides.iter().enumerate() {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (seconds, peak_kib) = child(&args);
+            samples[i].push(seconds);
+            peaks[i] = peaks[i].max(peak_kib);
+        }
+    }
+    let stats: Vec<(&'static str, Stat)> = sides
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| (*name, Stat::new(samples[i].clone(), peaks[i])))
+        .collect();
+    let baselines = stats[1..].to_vec();
+    let cell = Cell {
+        workload: "cold-open-derive",
+        params: params(&[("events", shape.n_events)]),
+        unit: "s",
+        higher_is_better: false,
+        ours: stats[0].1.clone(),
+        baselines: baselines.clone(),
+        targets: vec![Target {
+            against: "sessionlog-scratch",
+            bound: Bound::AtLeast(20.0),
+        }],
+        note: "each run a fresh process (open, then the messages serialized); peak RSS is the \
+               child's VmHWM; sessionlog-scratch is the store folded from its first record"
+            .into(),
+    };
+    (cell, baselines)
+}
+
+fn derive_after_append_cell(
+    built: &Built,
+    shape: SessionShape,
+    scratch: &[(&'static str, Stat)],
+) -> Cell {
+    let store = Store::open(&built.store).expect("the store");
+    let id = store
+        .sessions()
+        .expect("sessions")
+        .pop()
+        .expect("a session");
+    store.with_fold(&id, derive_messages).expect("warm");
+    let head = store.head(&id).expect("the head");
+    let event = Event::other(
+        head.next_seq,
+        0,
+        EventType::SessionTitle,
+        json!({"title": "t", "messageSeqs": [], "source": {"kind": "fallback"}}),
+    );
+    store
+        .append(&id, head.next_seq, vec![event])
+        .expect("one append");
+    let (mut peak_kib, mut derived_bytes) = (0, 0);
+    let samples: Vec<f64> = (0..21)
+        .map(|_| {
+            let run = measure(|| store.with_fold(&id, derive_messages).expect("the fold"));
+            peak_kib = peak_kib.max(run.peak_kib);
+            derived_bytes = run.value;
+            run.seconds
+        })
+        .collect();
+    Cell {
+        workload: "derive-after-append",
+        params: params(&[("events", shape.n_events)]),
+        unit: "s",
+        higher_is_better: false,
+        ours: Stat::new(samples, peak_kib),
+        baselines: scratch.to_vec(),
+        targets: Vec::new(),
+        note: format!(
+            "median of 21 derives ({derived_bytes} bytes of messages JSON) from the warm fold \
+             after one durable append (the append's fold update is inside the append); the \
+             baselines are the cold-open cell's from-scratch derives"
+        ),
+    }
+}
+
+/// Deterministic "random" seqs in `0..n`.
+fn random_seqs(n: u64, count: usize) -> Vec<u64> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ n;
+    (0..count)
+        .map(|_| {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) % n
+        })
+        .collect()
+}
+
+fn point_in_time_cell(built: &Built, shape: SessionShape) -> Cell {
+    let seqs = random_seqs(shape.n_events, shape.point_reads);
+    let store = Store::open(&built.store).expect("the store");
+    let id = store
+        .sessions()
+        .expect("sessions")
+        .pop()
+        .expect("a session");
+    let n_sides = 1 + built.baselines.len();
+    let mut samples = vec![Vec::new(); n_sides];
+    let mut peaks = vec![0u64; n_sides];
+    for &seq in &seqs {
+        let run = measure(|| derive_messages(&store.fold_at(&id, Some(seq)).expect("the fold")));
+        samples[0].push(run.seconds);
+        peaks[0] = peaks[0].max(run.peak_kib);
+        for (i, (b, dir)) in built.baselines.iter().enumerate() {
+            let run = measure(|| derive_from_scratch(*b, dir, 0, Some(seq)));
+            samples[i + 1].push(run.seconds);
+            peaks[i + 1] = peaks[i + 1].max(run.peak_kib);
+        }
+    }
+    Cell {
+        workload: "point-in-time",
+        params: params(&[("events", shape.n_events)]),
+        unit: "s",
+        higher_is_better: false,
+        ours: Stat::new(samples[0].clone(), peaks[0]),
+        baselines: built
+            .baselines
+            .iter()
+            .enumerate()
+            .map(|(i, (b, _))| (b.name(), Stat::new(samples[i + 1].clone(), peaks[i + 1])))
+            .collect(),
+        targets: Vec::new(),
+        note: format!(
+            "messages as of {} random seqs (the same for every store), median",
+            seqs.len()
+        ),
+    }
+}
+
+fn verify_cell(built: &Built, shape: SessionShape) -> Cell {
+    let records = all_record_bytes(&built.store);
+    let total_bytes: usize = records.iter().map(Vec::len).sum();
+    let mib = total_bytes as f64 / f64::from(1 << 20);
+    let store = Store::open(&built.store).expect("the store");
+    let (mut ours, mut hashes) = (Vec::new(), Vec::new());
+    let mut peak_kib = 0;
+    for _ in 0..shape.runs {
+        let run = measure(|| store.verify(&[]).expect("verify"));
+        assert!(run.value.iter().all(|r| r.ok()), "the store verifies");
+        ours.push(mib / run.seconds);
+        peak_kib = peak_kib.max(run.peak_kib);
+        hashes.push(
+            mib / time(|| {
+                let mut hasher = blake3::Hasher::new();
+                for record in &records {
+                    hasher.update(record);
+                }
+                hasher.finalize()
+            }),
+        );
+    }
+    Cell {
+        workload: "verify",
+        params: params(&[("events", shape.n_events)]),
+        unit: "MiB/s",
+        higher_is_better: true,
+        ours: Stat::new(ours, peak_kib),
+        baselines: vec![("blake3", Stat::new(hashes, 0))],
+        targets: vec![Target {
+            against: "blake3",
+            bound: Bound::AtLeast(0.5),
+        }],
+        note: format!(
+            "Store::verify over {mib:.1} MiB of records, against blake3 alone over the same \
+             record bytes in memory"
+        ),
+    }
+}
+
+/// Every event record's bytes, read straight from the store's redb file.
+pub fn all_record_bytes(path: &Path) -> Vec<Vec<u8>> {
+    const EVENTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("events");
+    let db = redb::ReadOnlyDatabase::open(path).expect("read-only open");
+    let txn = db.begin_read().expect("read txn");
+    let table = txn.open_table(EVENTS).expect("events table");
+    let mut out = Vec::new();
+    for entry in table.iter().expect("iter") {
+        let (_, value) = entry.expect("entry");
+        out.push(value.value().to_vec());
+    }
+    out
+}
