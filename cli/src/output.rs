@@ -58,6 +58,4 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
 }
 
 /// Lower-case hex of a hash, for `headHash`.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use sessionlog_engine::documents::hex;

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use sessionlog_engine::agent::deepseek::serialize::deepseek_row_body;
 use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::requests::{
     requests, PrefixBreak, RequestOptions, RequestReport, RequestRow, RequestSummary,
@@ -94,81 +93,7 @@ fn looks_like_a_file(path: &Path) -> bool {
 
 /// The CLI.md document: `{"session","requests":[...],"summary":{...}}`.
 pub fn report_json(report: &RequestReport) -> anyhow::Result<Value> {
-    let rows: Vec<Value> = report
-        .requests
-        .iter()
-        .map(row_json)
-        .collect::<Result<_, _>>()?;
-    Ok(json!({
-        "session": report.session,
-        "snapshot": report.snapshot,
-        "requests": rows,
-        "summary": summary_json(&report.summary),
-    }))
-}
-
-fn row_json(row: &RequestRow) -> anyhow::Result<Value> {
-    let messages = match &row.messages {
-        Some(messages) => Some(
-            messages
-                .iter()
-                .map(serde_json::to_value)
-                .collect::<Result<Vec<_>, _>>()?,
-        ),
-        None => None,
-    };
-    let usage = row.usage.as_ref().map(serde_json::to_value).transpose()?;
-    let broken_by = row
-        .prefix
-        .broken_by
-        .as_ref()
-        .map(|b| json!({ "kind": b.name(), "seq": b.seq() }));
-    let mut out = json!({
-        "index": row.index,
-        "seq": row.seq,
-        "turn": row.turn,
-        "step": row.step,
-        "settled": row.settled,
-        "reason": row.reason,
-        "config": row.config,
-        "adapterDefaults": row.adapter_defaults,
-        "tools": row.tools.as_deref(),
-        "context": row.context,
-        "messageCount": row.message_count,
-        "estimatedTokens": row.estimated_tokens,
-        "toolsTokens": row.tools_tokens,
-        "messages": messages,
-        "prefix": {
-            "messages": row.prefix.messages,
-            "estimatedTokens": row.prefix.estimated_tokens,
-            "brokenBy": broken_by,
-        },
-        "usage": usage,
-        "injected": row.injected.iter()
-            .map(|i| json!({ "message": i.message_idx, "source": i.source }))
-            .collect::<Vec<_>>(),
-    });
-    // On a DeepSeek route: the wire body the adapter's serializer rebuilds from the log.
-    if let (Some(body), Some(object)) = (deepseek_row_body(row), out.as_object_mut()) {
-        object.insert("body".into(), body);
-    }
-    Ok(out)
-}
-
-fn summary_json(summary: &RequestSummary) -> Value {
-    json!({
-        "requests": summary.requests,
-        "estimatedTokens": summary.estimated_tokens,
-        "predictedReusedTokens": summary.predicted_reused_tokens,
-        "predictedReuseRatio": summary.predicted_reuse_ratio,
-        "recordedInputTokens": summary.recorded_input_tokens,
-        "recordedCacheReadTokens": summary.recorded_cache_read_tokens,
-        "promptAppends": summary.prompt_appends,
-        "promptRewrites": summary.prompt_rewrites,
-        "promptClears": summary.prompt_clears,
-        "promptHistoryRewrites": summary.prompt_history_rewrites,
-        "prefixBreaks": summary.prefix_breaks,
-    })
+    Ok(sessionlog_engine::documents::requests(report)?)
 }
 
 const COLUMNS: [&str; N_COLUMNS] = [

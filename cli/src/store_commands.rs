@@ -8,6 +8,7 @@ use anyhow::{anyhow, Context};
 use clap::Args;
 use serde_json::json;
 
+use sessionlog_engine::documents;
 use sessionlog_engine::inspect::{fold_session, FoldedSession, SessionSource};
 use sessionlog_engine::seal::{seal_export, verify_sealed, SealReport};
 use sessionlog_engine::store::verify::SessionReport;
@@ -202,7 +203,7 @@ pub fn verify(global: Global, args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if global.json {
-        let sessions: Vec<_> = reports.iter().map(report_json).collect();
+        let sessions: Vec<_> = reports.iter().map(documents::verify_session).collect();
         print_json(&json!({ "sessions": sessions }))?;
     } else if !global.quiet {
         for report in reports.iter().filter(|r| r.ok()) {
@@ -258,21 +259,6 @@ fn verify_files(global: Global, files: &[&String]) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(if ok { EXIT_OK } else { EXIT_FAULT }))
 }
 
-fn report_json(report: &SessionReport) -> serde_json::Value {
-    let faults: Vec<_> = report
-        .faults
-        .iter()
-        .map(|f| json!({ "seq": f.seq, "kind": f.kind.name(), "message": f.message }))
-        .collect();
-    json!({
-        "session": report.session,
-        "events": report.events,
-        "headHash": hex(&report.head_chain),
-        "ok": report.ok(),
-        "faults": faults,
-    })
-}
-
 /// Folds the view's source: a file when `--db` is absent and the argument names an existing
 /// file, else a session in the store.
 fn folded(args: &ViewArgs) -> anyhow::Result<FoldedSession> {
@@ -296,13 +282,7 @@ pub fn messages(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
     let folded = folded(&args)?;
     let messages = folded.messages();
     if global.json {
-        let messages: Vec<_> = messages
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<Result<_, _>>()?;
-        print_json(
-            &json!({ "session": folded.session, "atSeq": folded.at_seq, "messages": messages }),
-        )?;
+        print_json(&documents::messages(&folded)?)?;
         return Ok(ExitCode::from(EXIT_OK));
     }
     let mut out = io::BufWriter::new(io::stdout().lock());
@@ -341,12 +321,7 @@ pub fn surface(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
     let nodes = folded.nodes();
     let generation = folded.fold.replace_generation();
     if global.json {
-        print_json(&json!({
-            "session": folded.session,
-            "atSeq": folded.at_seq,
-            "nodes": nodes,
-            "replaceGeneration": generation,
-        }))?;
+        print_json(&documents::surface(&folded))?;
     } else {
         let nodes: Vec<String> = nodes.iter().map(u64::to_string).collect();
         println!(

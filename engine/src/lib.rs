@@ -23,6 +23,7 @@ pub mod compaction;
 pub mod context;
 pub mod demo;
 pub mod diff;
+pub mod documents;
 pub mod error;
 pub mod files;
 pub mod generate;

@@ -16,13 +16,13 @@
 use std::sync::Arc;
 
 use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
-use sessionlog_format::record::{self, ChainHash, RecordError};
+use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{Event, FormatVersion, SessionHeader};
 
 use crate::inspect::FoldedSession;
 use crate::requests::{RequestAnalyzer, RequestOptions, RequestReport};
-use crate::store::verify::{FaultKind, SessionReport, VerifyFault};
+use crate::store::verify::{SessionReport, Walk};
 use crate::store::{AppendAck, AppendRequest, Head, StoreError};
 
 /// Events one range read returns at most, for callers that walk a whole session.
@@ -223,38 +223,18 @@ fn verify_session<S: LogStore + ?Sized>(
     store: &S,
     session: &str,
 ) -> Result<SessionReport, StoreError> {
-    let mut walk = Walk {
-        report: SessionReport {
-            session: session.to_owned(),
-            events: 0,
-            head_chain: [0; 32],
-            faults: Vec::new(),
-        },
-        fold: None,
-        chain: [0; 32],
-        expected_seq: 0,
-        checkpoint_next_seq: None,
-        fresh_checkpoint: None,
-    };
     let info = match store.session_info(session) {
         Ok(info) => info,
-        Err(StoreError::Corrupt { reason }) => {
-            walk.report.faults.push(VerifyFault {
-                seq: None,
-                kind: FaultKind::Session,
-                message: reason,
-            });
-            return Ok(walk.report);
-        }
+        Err(StoreError::Corrupt { reason }) => return Ok(Walk::session_fault(session, reason)),
         Err(other) => return Err(other),
     };
-    walk.chain = record::genesis_chain(&info.header);
-    walk.fold = Some(SessionFold::new(info.context()));
     let checkpoint = store.checkpoint(session)?;
-    walk.checkpoint_next_seq = checkpoint
-        .as_ref()
-        .and_then(|c| c.as_ref().ok())
-        .map(|c| c.0);
+    let mut walk = Walk::new(
+        session,
+        record::genesis_chain(&info.header),
+        SessionFold::new(info.context()),
+        &checkpoint,
+    );
     let mut from_seq = 0;
     loop {
         let records = store.read_records(session, from_seq, u64::MAX)?;
@@ -268,104 +248,7 @@ fn verify_session<S: LogStore + ?Sized>(
             break;
         }
     }
-    walk.report.head_chain = walk.chain;
-    walk.report.events = walk.expected_seq;
-    walk.check_checkpoint(checkpoint);
-    Ok(walk.report)
-}
-
-struct Walk {
-    report: SessionReport,
-    fold: Option<SessionFold>,
-    chain: ChainHash,
-    expected_seq: u64,
-    checkpoint_next_seq: Option<u64>,
-    /// The fresh fold's checkpoint and chain at the stored checkpoint's seq.
-    fresh_checkpoint: Option<(FoldCheckpoint, ChainHash)>,
-}
-
-impl Walk {
-    fn fault(&mut self, seq: u64, kind: FaultKind, message: impl Into<String>) {
-        self.report.faults.push(VerifyFault {
-            seq: Some(seq),
-            kind,
-            message: message.into(),
-        });
-    }
-
-    fn record(&mut self, seq: u64, bytes: &[u8]) {
-        if seq != self.expected_seq {
-            let message = format!("seqs {}..{seq} are missing", self.expected_seq);
-            self.fault(self.expected_seq, FaultKind::Missing, message);
-            self.fold = None;
-        }
-        self.expected_seq = seq + 1;
-        let header = match record::check_record_crc(bytes) {
-            Ok(header) => header,
-            Err(error) => {
-                let kind = match error {
-                    RecordError::ChecksumMismatch { .. } => FaultKind::Checksum,
-                    _ => FaultKind::Decode,
-                };
-                self.fault(seq, kind, error.to_string());
-                self.fold = None;
-                // Resync on the stored chain, so the next record is judged on its own.
-                if let Some(stored) = bytes.get(4..36) {
-                    self.chain.copy_from_slice(stored);
-                }
-                return;
-            }
-        };
-        if let Err(error) = record::check_record(bytes, &self.chain) {
-            self.fault(seq, FaultKind::Chain, error.to_string());
-        }
-        self.chain = header.chain;
-        match record::decode_checked_body(bytes, &header, seq) {
-            Ok(event) => self.admit(seq, event),
-            Err(error) => {
-                self.fault(seq, FaultKind::Decode, error.to_string());
-                self.fold = None;
-            }
-        }
-    }
-
-    fn admit(&mut self, seq: u64, event: Event) {
-        let Some(fold) = self.fold.as_mut() else {
-            return;
-        };
-        if let Err(violation) = fold.admit(Arc::new(event)) {
-            self.fault(seq, FaultKind::Admission, violation.to_string());
-            self.fold = None;
-            return;
-        }
-        if Some(seq + 1) == self.checkpoint_next_seq {
-            self.fresh_checkpoint = Some((fold.checkpoint(), self.chain));
-        }
-    }
-
-    fn check_checkpoint(&mut self, checkpoint: Option<StoredCheckpoint>) {
-        let problem = match checkpoint {
-            None => None,
-            Some(Err(reason)) => Some(format!("the checkpoint cannot be read: {reason}")),
-            Some(Ok((next_seq, chain, stored))) => match &self.fresh_checkpoint {
-                Some((fresh, fresh_chain)) if *fresh == stored && *fresh_chain == chain => None,
-                Some(_) => Some(format!(
-                    "the checkpoint at seq {next_seq} differs from a fold from scratch"
-                )),
-                None if self.report.faults.is_empty() => Some(format!(
-                    "the checkpoint is at seq {next_seq}, past the log's end"
-                )),
-                None => None,
-            },
-        };
-        if let Some(message) = problem {
-            self.report.faults.push(VerifyFault {
-                seq: None,
-                kind: FaultKind::Checkpoint,
-                message,
-            });
-        }
-    }
+    Ok(walk.finish(checkpoint))
 }
 
 /// What [`copy_sessions`] did with one session.

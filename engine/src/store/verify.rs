@@ -9,12 +9,13 @@
 use std::sync::Arc;
 
 use redb::{ReadTransaction, ReadableDatabase};
-use sessionlog_format::fold::SessionFold;
+use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
 use sessionlog_format::record::{self, ChainHash, RecordError};
 
 use super::session::{context_of, decode_checkpoint_body, session_record};
 use super::tables::{CHECKPOINTS, EVENTS};
 use super::{Store, StoreError};
+use crate::log_store::StoredCheckpoint;
 
 /// What kind of fault verify found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,48 +101,20 @@ impl Store {
     }
 }
 
-struct Walk {
-    report: SessionReport,
-    fold: Option<SessionFold>,
-    chain: ChainHash,
-    expected_seq: u64,
-    checkpoint_next_seq: Option<u64>,
-    /// The fresh fold's checkpoint and chain at the stored checkpoint's seq.
-    fresh_checkpoint: Option<(sessionlog_format::fold::FoldCheckpoint, ChainHash)>,
-}
-
 fn verify_session(txn: &ReadTransaction, session: &str) -> Result<SessionReport, StoreError> {
     let storage = |e: redb::StorageError| StoreError::Storage(e.to_string());
-    let mut report = SessionReport {
-        session: session.to_owned(),
-        events: 0,
-        head_chain: [0; 32],
-        faults: Vec::new(),
-    };
     let record = match session_record(txn, session) {
         Ok(record) => record,
-        Err(StoreError::Corrupt { reason }) => {
-            report.faults.push(VerifyFault {
-                seq: None,
-                kind: FaultKind::Session,
-                message: reason,
-            });
-            return Ok(report);
-        }
+        Err(StoreError::Corrupt { reason }) => return Ok(Walk::session_fault(session, reason)),
         Err(other) => return Err(other),
     };
     let checkpoint = read_checkpoint(txn, record.key)?;
-    let mut walk = Walk {
-        chain: record::genesis_chain(&record.header),
-        report,
-        fold: Some(SessionFold::new(context_of(&record))),
-        expected_seq: 0,
-        checkpoint_next_seq: checkpoint
-            .as_ref()
-            .and_then(|c| c.as_ref().ok())
-            .map(|c| c.0),
-        fresh_checkpoint: None,
-    };
+    let mut walk = Walk::new(
+        session,
+        record::genesis_chain(&record.header),
+        SessionFold::new(context_of(&record)),
+        &checkpoint,
+    );
     let events = txn
         .open_table(EVENTS)
         .map_err(|e| StoreError::Storage(e.to_string()))?;
@@ -152,10 +125,7 @@ fn verify_session(txn: &ReadTransaction, session: &str) -> Result<SessionReport,
         let (key, bytes) = entry.map_err(storage)?;
         walk.record(key.value().1, bytes.value());
     }
-    walk.report.head_chain = walk.chain;
-    walk.report.events = walk.expected_seq;
-    check_checkpoint(&mut walk, checkpoint);
-    Ok(walk.report)
+    Ok(walk.finish(checkpoint))
 }
 
 /// redb keeps each table's length apart from its tree: when the walks of all sessions found
@@ -190,8 +160,6 @@ fn check_event_count(
     Ok(())
 }
 
-type StoredCheckpoint = Result<(u64, ChainHash, sessionlog_format::fold::FoldCheckpoint), String>;
-
 fn read_checkpoint(
     txn: &ReadTransaction,
     key: u64,
@@ -210,7 +178,67 @@ fn read_checkpoint(
     ))
 }
 
+/// One session's walk: every record in seq order through [`Walk::record`], then
+/// [`Walk::finish`] with the stored checkpoint. Shared by the redb verify and the verify of
+/// any [`crate::log_store::LogStore`], so both judge records by the same code.
+pub(crate) struct Walk {
+    report: SessionReport,
+    fold: Option<SessionFold>,
+    chain: ChainHash,
+    expected_seq: u64,
+    checkpoint_next_seq: Option<u64>,
+    /// The fresh fold's checkpoint and chain at the stored checkpoint's seq.
+    fresh_checkpoint: Option<(FoldCheckpoint, ChainHash)>,
+}
+
 impl Walk {
+    /// A walk from seq 0, starting at the genesis `chain` with an empty `fold`.
+    pub(crate) fn new(
+        session: &str,
+        chain: ChainHash,
+        fold: SessionFold,
+        checkpoint: &Option<StoredCheckpoint>,
+    ) -> Walk {
+        Walk {
+            report: SessionReport {
+                session: session.to_owned(),
+                events: 0,
+                head_chain: [0; 32],
+                faults: Vec::new(),
+            },
+            fold: Some(fold),
+            chain,
+            expected_seq: 0,
+            checkpoint_next_seq: checkpoint
+                .as_ref()
+                .and_then(|c| c.as_ref().ok())
+                .map(|c| c.0),
+            fresh_checkpoint: None,
+        }
+    }
+
+    /// The report of a session whose own record cannot be read.
+    pub(crate) fn session_fault(session: &str, reason: String) -> SessionReport {
+        SessionReport {
+            session: session.to_owned(),
+            events: 0,
+            head_chain: [0; 32],
+            faults: vec![VerifyFault {
+                seq: None,
+                kind: FaultKind::Session,
+                message: reason,
+            }],
+        }
+    }
+
+    /// The report, once every record was walked.
+    pub(crate) fn finish(mut self, checkpoint: Option<StoredCheckpoint>) -> SessionReport {
+        self.report.head_chain = self.chain;
+        self.report.events = self.expected_seq;
+        check_checkpoint(&mut self, checkpoint);
+        self.report
+    }
+
     fn fault(&mut self, seq: u64, kind: FaultKind, message: impl Into<String>) {
         self.report.faults.push(VerifyFault {
             seq: Some(seq),
@@ -219,12 +247,11 @@ impl Walk {
         });
     }
 
-    fn record(&mut self, seq: u64, bytes: &[u8]) {
+    pub(crate) fn record(&mut self, seq: u64, bytes: &[u8]) {
         if seq != self.expected_seq {
             let message = format!("seqs {}..{seq} are missing", self.expected_seq);
             self.fault(self.expected_seq, FaultKind::Missing, message);
             self.fold = None;
-            self.expected_seq = seq;
         }
         self.expected_seq = seq + 1;
         let header = match record::check_record_crc(bytes) {
