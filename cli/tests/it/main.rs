@@ -1,6 +1,7 @@
 //! Integration tests of the `sessionlog` binary: the CLI.md contract, end to end.
 
 mod audit;
+mod catalog;
 mod check;
 mod compact;
 mod migrate;
