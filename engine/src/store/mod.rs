@@ -44,6 +44,9 @@ pub enum StoreError {
     /// A file or database operation failed; the store is now poisoned.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// Another open store holds the file's lock (another process, or this one).
+    #[error("the store {path} is locked: another sessionlog process has it open")]
+    Locked { path: String },
     /// An earlier write failed; no write is taken until the store is reopened.
     #[error("the store stopped taking writes after an earlier failure; reopen it to recover")]
     Poisoned,
@@ -230,7 +233,12 @@ impl Store {
         if !path.exists() {
             create_file(path)?;
         }
-        let db = Database::create(path).map_err(StoreError::storage)?;
+        let db = Database::create(path).map_err(|error| match error {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
+                path: path.display().to_string(),
+            },
+            other => StoreError::storage(other),
+        })?;
         Store::open_db(path, db)
     }
 
