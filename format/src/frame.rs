@@ -33,6 +33,9 @@
 //!   keep memory bounded, a frame whose content grows beyond 32 MiB (far beyond
 //!   any append batch) streams the rest unverified: its content is returned as
 //!   it is decoded and a checksum failure is reported after it.
+//! - A frame may decompress to at most [`FRAME_CONTENT_BYTES_MAX`]; a larger one
+//!   (a zstd bomb) is corruption, reported once the limit is passed, so the
+//!   work one frame can cause is bounded whatever its lines look like.
 
 use std::io::{self, Read, Write};
 
@@ -52,6 +55,9 @@ const OUTPUT_CHUNK: usize = 128 * 1024;
 const RETAINED_OUTPUT_BYTES: usize = 8 * OUTPUT_CHUNK;
 /// Content of one frame held back for checksum verification before streaming.
 const MAX_HELD_FRAME_BYTES: usize = 32 * 1024 * 1024;
+/// Most bytes one frame may decompress to: 16 times the largest row, far beyond any append
+/// batch a writer makes. A larger frame is corrupt (a zstd bomb).
+pub const FRAME_CONTENT_BYTES_MAX: u64 = 1 << 30;
 /// Magic number plus Frame_Header_Descriptor: the bytes checked at a frame start.
 const FRAME_PREFIX_LEN: usize = 5;
 /// Content_Checksum_flag of the Frame_Header_Descriptor (RFC 8878  3.1.1.1.1).
@@ -202,6 +208,9 @@ pub struct FrameReader<R: Read> {
     /// The current frame outgrew `hold_limit` and streams unverified.
     streaming: bool,
     hold_limit: usize,
+    /// Content decoded from the current frame, and the most one frame may hold.
+    frame_content_bytes: u64,
+    content_bytes_max: u64,
     state: ReadState,
     torn: Option<TornFrame>,
 }
@@ -224,9 +233,19 @@ impl<R: Read> FrameReader<R> {
             releasable: 0,
             streaming: false,
             hold_limit: MAX_HELD_FRAME_BYTES,
+            frame_content_bytes: 0,
+            content_bytes_max: FRAME_CONTENT_BYTES_MAX,
             state: ReadState::Decoding,
             torn: None,
         }
+    }
+
+    /// Lowers the per-frame content limit (tests; the default is
+    /// [`FRAME_CONTENT_BYTES_MAX`]).
+    pub fn with_content_limit(mut self, content_bytes_max: u64) -> Self {
+        assert!(content_bytes_max <= FRAME_CONTENT_BYTES_MAX);
+        self.content_bytes_max = content_bytes_max;
+        self
     }
 
     /// The frame that end of input cut short, once a read has reached it.
@@ -283,6 +302,7 @@ impl<R: Read> FrameReader<R> {
         self.prefix_len = 0;
         self.releasable = self.pending.len();
         self.streaming = false;
+        self.frame_content_bytes = 0;
         if let Some(decoder) = &mut self.decoder {
             decoder.reinit()?;
         }
@@ -303,6 +323,15 @@ impl<R: Read> FrameReader<R> {
         let mut output = OutBuffer::around_pos(&mut self.pending, filled);
         let result = decoder.run(&mut input, &mut output);
         self.in_pos = input.pos();
+        self.frame_content_bytes += (self.pending.len() - filled) as u64;
+        if self.frame_content_bytes > self.content_bytes_max {
+            let reason = format!(
+                "the frame decompresses to more than {} bytes (a zstd bomb?)",
+                self.content_bytes_max
+            );
+            self.corrupt(reason);
+            return Ok(());
+        }
         match result {
             Err(error) => self.corrupt(error.to_string()),
             Ok(0) => self.complete_frame()?,
@@ -851,5 +880,30 @@ mod tests {
         assert!(!is_zstd(&[0x28, 0xB5, 0x2F]));
         assert!(!is_zstd(b"{\"type\":\"session\"}"));
         assert!(!is_zstd(&[]));
+    }
+
+    // Goal: a frame that decompresses beyond the content limit (a zstd bomb) is corruption
+    // naming the frame, and none of its content is returned; frames within the limit read
+    // whole.
+    #[test]
+    fn frame_content_limit_stops_a_bomb() {
+        let bomb = vec![b'\n'; 1 << 20];
+        let (file, offsets) = write_frames(&[HEADER, &bomb]);
+        assert!(file.len() < 4096, "{} compressed bytes", file.len());
+        let mut reader = FrameReader::new(file.as_slice()).with_content_limit(64 << 10);
+        let (out, error) = drain(&mut reader, 4096);
+        assert_eq!(out, HEADER);
+        let error = error.expect("the bomb is refused");
+        let corruption = corruption(&error);
+        assert_eq!(corruption.frame_index, 1);
+        assert_eq!(corruption.frame_offset_bytes, offsets[1]);
+        assert!(
+            corruption.reason.contains("more than 65536 bytes"),
+            "{corruption}"
+        );
+        let mut reader = FrameReader::new(file.as_slice()).with_content_limit(1 << 20);
+        let (out, error) = drain(&mut reader, 4096);
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(out.len(), HEADER.len() + bomb.len());
     }
 }

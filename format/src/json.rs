@@ -22,6 +22,13 @@ pub type Extra = serde_json::Map<String, Value>;
 /// Largest integer that JavaScript represents exactly (`Number.MAX_SAFE_INTEGER`).
 pub const SAFE_INTEGER_MAX: u64 = (1 << 53) - 1;
 
+/// Deepest nesting of arrays and objects a JSON row or header may have, counting the row
+/// object itself: what serde_json's recursion limit (128) admits, under which every line is
+/// decoded (its `unbounded_depth` feature stays off). A deeper line fails cleanly with "recursion limit
+/// exceeded" under the envelope or header rule, never overflows the stack. Pinned by
+/// `json_depth_limit_is_pinned` below, so a dependency change cannot move it silently.
+pub const JSON_DEPTH_MAX: usize = 127;
+
 /// An object key, borrowed from the input when it holds no escapes.
 pub(crate) struct Key<'de>(pub(crate) Cow<'de, str>);
 
@@ -343,6 +350,20 @@ mod tests {
             req name: String = "name",
             opt count: u64 = "count",
         }
+    }
+
+    // Goal: JSON_DEPTH_MAX is exactly the depth the decoder accepts: that many nested arrays
+    // decode, one more is refused with the recursion limit.
+    #[test]
+    fn json_depth_limit_is_pinned() {
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(super::JSON_DEPTH_MAX)).is_ok());
+        let err = serde_json::from_str::<serde_json::Value>(&nested(super::JSON_DEPTH_MAX + 1))
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("recursion limit exceeded"),
+            "{err}"
+        );
     }
 
     json_tagged! {

@@ -57,7 +57,7 @@ pub use error::{Fault, ReadError, Rule, Violation};
 pub use event::{Event, EventData, EventType, SurfaceOp};
 pub use fold::SessionFold;
 pub use header::SessionHeader;
-pub use json::{check_lossless, Extra, SAFE_INTEGER_MAX};
+pub use json::{check_lossless, Extra, JSON_DEPTH_MAX, SAFE_INTEGER_MAX};
 pub use message::{ContentBlock, Message, Source};
 pub use reader::{read_log, FrameSource, Log, LogReader, ReadOptions, Recovery, SnapshotMode};
 pub use version::{FormatVersion, FORMAT_VERSION_CURRENT};

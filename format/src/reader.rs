@@ -239,6 +239,10 @@ impl<R: Read> LogReader<R> {
         let value: Value = serde_json::from_slice(&self.line)
             .map_err(|e| self.header_fault(format!("header is not valid JSON: {e}")))?;
         let version = self.detect_version(&value)?;
+        // `Value` keeps the last of two equal keys; the typed rows refuse duplicates, and so
+        // does the header.
+        serde_json::from_slice::<UniqueMembers>(&self.line)
+            .map_err(|e| self.header_fault(format!("header {e}")))?;
         let header: SessionHeader =
             serde_json::from_value(value).map_err(|e| self.header_fault(format!("header {e}")))?;
         let placeholders = [
@@ -540,6 +544,10 @@ fn read_bounded_line(source: &mut dyn BufRead, line: &mut Vec<u8>) -> io::Result
             Some(newline_idx) => {
                 line.extend_from_slice(&available[..newline_idx]);
                 source.consume(newline_idx + 1);
+                // The newline may come in the same chunk that takes the row over the limit.
+                if line.len() > ROW_SIZE_BYTES_MAX {
+                    return Ok(LineRead::TooLong);
+                }
                 return Ok(LineRead::Complete);
             }
             None => {
@@ -551,5 +559,41 @@ fn read_bounded_line(source: &mut dyn BufRead, line: &mut Vec<u8>) -> io::Result
                 }
             }
         }
+    }
+}
+
+/// A JSON object whose top-level member names are checked to be distinct (values skipped).
+struct UniqueMembers;
+
+impl<'de> serde::Deserialize<'de> for UniqueMembers {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(UniqueMembersVisitor)
+    }
+}
+
+struct UniqueMembersVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueMembersVisitor {
+    type Value = UniqueMembers;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<UniqueMembers, A::Error> {
+        let mut seen: Vec<String> = Vec::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if seen.iter().any(|k| *k == key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicate member `{key}`"
+                )));
+            }
+            seen.push(key.into_owned());
+            map.next_value::<serde::de::IgnoredAny>()?;
+        }
+        Ok(UniqueMembers)
     }
 }

@@ -1,8 +1,10 @@
 //! Integration tests of the `sessionlog` binary: the CLI.md contract, end to end.
 
 mod audit;
+mod catalog;
 mod check;
 mod compact;
+mod lock;
 mod migrate;
 mod prompt;
 mod requests;

@@ -28,10 +28,13 @@ pub use self::session::Head;
 use self::session::SessionState;
 pub use self::tables::STORE_FORMAT_VERSION;
 use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
+pub use self::wal::WalFile;
 use self::wal::{FrameBuilder, Wal, WalEntry};
 
 /// Most events one batch may carry.
 pub const BATCH_EVENTS_MAX: usize = 65_536;
+/// Longest session id the store keeps, in bytes of UTF-8.
+pub const SESSION_ID_BYTES_MAX: usize = 256;
 /// A fold checkpoint is written when this many events have been appended since the last one.
 pub const CHECKPOINT_INTERVAL_EVENTS: u64 = 4096;
 
@@ -42,6 +45,9 @@ pub enum StoreError {
     /// A file or database operation failed; the store is now poisoned.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// Another open store holds the file's lock (another process, or this one).
+    #[error("the store {path} is locked: another sessionlog process has it open")]
+    Locked { path: String },
     /// An earlier write failed; no write is taken until the store is reopened.
     #[error("the store stopped taking writes after an earlier failure; reopen it to recover")]
     Poisoned,
@@ -72,12 +78,44 @@ pub enum StoreError {
     BatchTooLarge { session: String, n_events: usize },
     #[error("invalid session header: {reason}")]
     InvalidHeader { reason: String },
+    /// The id cannot name a stored session (see [`check_session_id`]).
+    #[error("session id {session:?} is refused: {reason} [session-id]")]
+    InvalidSessionId { session: String, reason: String },
     #[error("{session}@{seq}: no such seq; the session's next seq is {next_seq}")]
     SeqOutOfRange {
         session: String,
         seq: u64,
         next_seq: u64,
     },
+}
+
+/// The rule for the ids of stored sessions: non-empty, at most [`SESSION_ID_BYTES_MAX`] bytes,
+/// no control characters, and one plain path segment (no `/` or `\`, not `.` or `..`). Ids
+/// are printed in `SESSION@SEQ` diagnostics and become file names in operator scripts
+/// (`export -o "$id.v3.jsonl"`), so an id that could traverse paths is refused at the door.
+pub fn check_session_id(id: &str) -> Result<(), StoreError> {
+    let refuse = |reason: &str| {
+        Err(StoreError::InvalidSessionId {
+            session: id.to_owned(),
+            reason: reason.to_owned(),
+        })
+    };
+    if id.is_empty() {
+        return refuse("it is empty");
+    }
+    if id.len() > SESSION_ID_BYTES_MAX {
+        return refuse(&format!(
+            "it is {} bytes long, at most {SESSION_ID_BYTES_MAX}",
+            id.len()
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return refuse("it holds a control character");
+    }
+    if id.contains(['/', '\\']) || id == "." || id == ".." {
+        return refuse("it is not one plain path segment");
+    }
+    Ok(())
 }
 
 /// The store used when neither `--db` nor `SESSIONLOG_DB` names one:
@@ -196,7 +234,12 @@ impl Store {
         if !path.exists() {
             create_file(path)?;
         }
-        let db = Database::create(path).map_err(StoreError::storage)?;
+        let db = Database::create(path).map_err(|error| match error {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
+                path: path.display().to_string(),
+            },
+            other => StoreError::storage(other),
+        })?;
         Store::open_db(path, db)
     }
 
@@ -214,8 +257,32 @@ impl Store {
         })
     }
 
+    /// Opens a store whose redb file goes through `backend` and whose WAL goes through
+    /// `wal_file` (fault injection into both files).
+    pub fn open_with_backends(
+        path: &Path,
+        backend: impl redb::StorageBackend,
+        wal_file: impl WalFile + 'static,
+    ) -> Result<Store, StoreError> {
+        guard("opening the store", || {
+            let db = redb::Builder::new()
+                .create_with_backend(backend)
+                .map_err(StoreError::storage)?;
+            let opened = Wal::open_file(&wal::wal_path(path), Box::new(wal_file))?;
+            Store::open_parts(path, db, opened)
+        })
+    }
+
     fn open_db(path: &Path, db: Database) -> Result<Store, StoreError> {
-        let (wal, replay) = Wal::open(&wal::wal_path(path))?;
+        let opened = Wal::open(&wal::wal_path(path))?;
+        Store::open_parts(path, db, opened)
+    }
+
+    fn open_parts(
+        path: &Path,
+        db: Database,
+        (wal, replay): (Wal, Vec<WalEntry>),
+    ) -> Result<Store, StoreError> {
         let store = Store {
             db,
             path: path.to_owned(),
@@ -239,28 +306,13 @@ impl Store {
         txn.set_durability(Durability::Immediate)
             .map_err(StoreError::storage)?;
         {
+            let mut sessions = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
             let mut events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
             for entry in &entries {
-                record::check_record_crc(&entry.record).map_err(|e| StoreError::Corrupt {
-                    reason: format!("WAL record of seq {}: {e}", entry.seq),
-                })?;
-                let existing = events
-                    .get((entry.key, entry.seq))
-                    .map_err(StoreError::storage)?;
-                match existing.map(|v| v.value() == entry.record.as_slice()) {
-                    Some(true) => {}
-                    Some(false) => {
-                        return Err(StoreError::Corrupt {
-                            reason: format!(
-                                "the WAL and the store disagree on seq {} of session key {}",
-                                entry.seq, entry.key
-                            ),
-                        })
-                    }
-                    None => {
-                        events
-                            .insert((entry.key, entry.seq), entry.record.as_slice())
-                            .map_err(StoreError::storage)?;
+                match entry {
+                    WalEntry::Session { record } => replay_session(&mut sessions, record)?,
+                    WalEntry::Event { key, seq, record } => {
+                        replay_event(&mut events, *key, *seq, record)?;
                     }
                 }
             }
@@ -339,6 +391,7 @@ impl Store {
         snapshot: bool,
     ) -> Result<(), StoreError> {
         self.check_writable()?;
+        check_session_id(&header.id)?;
         header
             .check(FormatVersion::V3, snapshot)
             .map_err(|reason| StoreError::InvalidHeader { reason })?;
@@ -348,19 +401,24 @@ impl Store {
             });
         }
         let mut wal = lock(&self.wal);
-        let result = self
-            .insert_session(header, snapshot)
-            .and_then(|()| wal.reset());
-        if let Err(StoreError::Storage(message)) = &result {
-            return Err(self.poison(message));
+        match self.insert_session(&mut wal, header, snapshot) {
+            Err(StoreError::Storage(message)) => Err(self.poison(message)),
+            other => other,
         }
-        result
     }
 
-    fn insert_session(&self, header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
+    /// Stages the session record in a write transaction, makes it durable in the WAL (like an
+    /// append group), then commits the transaction to redb without durability.
+    fn insert_session(
+        &self,
+        wal: &mut Wal,
+        header: &SessionHeader,
+        snapshot: bool,
+    ) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
-        txn.set_durability(Durability::Immediate)
+        txn.set_durability(Durability::None)
             .map_err(StoreError::storage)?;
+        let mut frame = FrameBuilder::default();
         {
             let mut sessions = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
             if sessions
@@ -382,8 +440,20 @@ impl Store {
             sessions
                 .insert(header.id.as_str(), bytes.as_slice())
                 .map_err(StoreError::storage)?;
+            frame.push_session(&bytes);
         }
-        txn.commit().map_err(StoreError::storage)
+        let wal_len_before = wal.frames_len_bytes();
+        // The transaction is dropped (aborted) if the WAL write fails: redb never sees it.
+        wal.append(frame)?;
+        if let Err(error) = txn.commit() {
+            // Keep the WAL from replaying a creation that was never acknowledged.
+            let _ = wal.truncate_to(wal_len_before + wal::HEADER_BYTES);
+            return Err(StoreError::storage(error));
+        }
+        if wal.frames_len_bytes() > wal::DURABLE_BYTES_MAX {
+            self.make_durable(wal)?;
+        }
+        Ok(())
     }
 
     /// The ids of every session, in id order.
@@ -641,6 +711,60 @@ impl Drop for Store {
         let mut wal = lock(&self.wal);
         // A failure here leaves the WAL in place; the next open replays it.
         let _ = self.make_durable(&mut wal);
+    }
+}
+
+/// Replays one logged session creation: an existing record must be identical.
+fn replay_session(
+    sessions: &mut redb::Table<&str, &[u8]>,
+    record: &[u8],
+) -> Result<(), StoreError> {
+    let id = tables::session_record_id(record).map_err(|reason| StoreError::Corrupt {
+        reason: format!("WAL session record: {reason}"),
+    })?;
+    let same = sessions
+        .get(id.as_str())
+        .map_err(StoreError::storage)?
+        .map(|v| v.value() == record);
+    match same {
+        Some(true) => Ok(()),
+        Some(false) => Err(StoreError::Corrupt {
+            reason: format!("the WAL and the store disagree on the record of session {id}"),
+        }),
+        None => {
+            sessions
+                .insert(id.as_str(), record)
+                .map_err(StoreError::storage)?;
+            Ok(())
+        }
+    }
+}
+
+/// Replays one logged event record: an existing record must be identical.
+fn replay_event(
+    events: &mut redb::Table<(u64, u64), &[u8]>,
+    key: u64,
+    seq: u64,
+    record: &[u8],
+) -> Result<(), StoreError> {
+    record::check_record_crc(record).map_err(|e| StoreError::Corrupt {
+        reason: format!("WAL record of seq {seq}: {e}"),
+    })?;
+    let same = events
+        .get((key, seq))
+        .map_err(StoreError::storage)?
+        .map(|v| v.value() == record);
+    match same {
+        Some(true) => Ok(()),
+        Some(false) => Err(StoreError::Corrupt {
+            reason: format!("the WAL and the store disagree on seq {seq} of session key {key}"),
+        }),
+        None => {
+            events
+                .insert((key, seq), record)
+                .map_err(StoreError::storage)?;
+            Ok(())
+        }
     }
 }
 

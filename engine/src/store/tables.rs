@@ -87,6 +87,20 @@ pub(crate) fn encode_session(record: &SessionRecord) -> Vec<u8> {
     bytes
 }
 
+/// The session id a session record names (its crc checked), for WAL replay.
+pub(crate) fn session_record_id(bytes: &[u8]) -> Result<String, String> {
+    if bytes.len() < SESSION_HEADER_BYTES {
+        return Err("too short".to_owned());
+    }
+    if crc32(&bytes[4..]) != u32_le(&bytes[..4]) {
+        return Err("checksum mismatch".to_owned());
+    }
+    let header: SessionHeader =
+        serde_json::from_slice(&bytes[SESSION_HEADER_BYTES..]).map_err(|e| e.to_string())?;
+    decode_session(&header.id, bytes).map_err(|e| e.to_string())?;
+    Ok(header.id)
+}
+
 pub(crate) fn decode_session(id: &str, bytes: &[u8]) -> Result<SessionRecord, StoreError> {
     let invalid = |reason: String| StoreError::Corrupt {
         reason: format!("session {id} record: {reason}"),

@@ -16,11 +16,11 @@ fn second_open_is_refused_with_a_lock_error() {
     let (dir, store) = temp_store();
     store.create_session(&header("a")).unwrap();
     let second = Store::open(&store_path(&dir));
-    let message = match second {
-        Err(StoreError::Storage(message)) => message,
+    let path = match second {
+        Err(StoreError::Locked { path }) => path,
         other => panic!("{other:?}"),
     };
-    assert!(message.contains("lock"), "{message}");
+    assert_eq!(path, store_path(&dir).display().to_string());
     store.append("a", 0, vec![title(0)]).unwrap();
     assert!(store.verify(&[]).unwrap().iter().all(|r| r.ok()));
 }

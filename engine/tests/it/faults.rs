@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use redb::backends::FileBackend;
 use redb::StorageBackend;
-use sessionlog_engine::store::{Store, StoreError};
+use sessionlog_engine::store::{Store, StoreError, WalFile};
 
 use crate::support::*;
 
@@ -50,10 +50,87 @@ impl StorageBackend for Breakable {
     }
 }
 
-// Goal: a failed durable commit poisons the store; later writes are refused; a reopen shows
-// exactly what was acknowledged.
+/// The store's real WAL file, whose writes and syncs fail once `broken` is set.
+struct BreakableWal {
+    file: std::fs::File,
+    broken: Arc<AtomicBool>,
+}
+
+impl BreakableWal {
+    fn check(&self) -> Result<(), io::Error> {
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(io::Error::other("injected WAL failure"));
+        }
+        Ok(())
+    }
+}
+
+impl WalFile for BreakableWal {
+    fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        self.file.read_all()
+    }
+    fn write_all_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.check()?;
+        self.file.write_all_at(offset, bytes)
+    }
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.check()?;
+        WalFile::set_len(&mut self.file, len)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.check()?;
+        WalFile::sync_data(&mut self.file)
+    }
+    fn sync_all(&mut self) -> io::Result<()> {
+        self.check()?;
+        WalFile::sync_all(&mut self.file)
+    }
+}
+
+// Goal: a failed WAL write (where creations and appends become durable) poisons the store;
+// later writes are refused; a reopen shows exactly what was acknowledged.
 #[test]
-fn storage_failure_poisons_until_reopen() {
+fn wal_failure_poisons_until_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let open = |path: &std::path::Path| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .unwrap()
+    };
+    let broken = Arc::new(AtomicBool::new(false));
+    let backend = FileBackend::new(open(&path)).unwrap();
+    let wal = BreakableWal {
+        file: open(&path.with_extension("redb.wal")),
+        broken: Arc::clone(&broken),
+    };
+    let store = Store::open_with_backends(&path, backend, wal).unwrap();
+    store.create_session(&header("a")).unwrap();
+    let acked = store.append("a", 0, vec![title(0), title(1)]).unwrap();
+    broken.store(true, Ordering::SeqCst);
+    let failed = store.create_session(&header("b"));
+    assert!(matches!(failed, Err(StoreError::Storage(_))), "{failed:?}");
+    assert!(store.is_poisoned());
+    assert!(matches!(
+        store.append("a", 2, vec![title(2)]),
+        Err(StoreError::Poisoned)
+    ));
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.sessions().unwrap(), vec!["a".to_owned()]);
+    assert_eq!(store.head("a").unwrap().next_seq, acked.next_seq);
+    assert!(store.verify(&[]).unwrap().iter().all(|r| r.ok()));
+}
+
+// Goal: while redb's file refuses every write and sync, creations and appends are still
+// acknowledged (they are durable in the WAL), the close's durable commit fails without losing
+// them, and a reopen replays every one from the WAL.
+#[test]
+fn broken_store_file_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
     let file = OpenOptions::new()
@@ -70,24 +147,19 @@ fn storage_failure_poisons_until_reopen() {
     };
     let store = Store::open_with_backend(&path, backend).unwrap();
     store.create_session(&header("a")).unwrap();
-    let acked = store.append("a", 0, vec![title(0), title(1)]).unwrap();
+    store.append("a", 0, vec![title(0), title(1)]).unwrap();
     broken.store(true, Ordering::SeqCst);
-    let failed = store.create_session(&header("b"));
-    assert!(matches!(failed, Err(StoreError::Storage(_))), "{failed:?}");
-    assert!(store.is_poisoned());
-    assert!(matches!(
-        store.append("a", 2, vec![title(2)]),
-        Err(StoreError::Poisoned)
-    ));
-    assert!(matches!(
-        store.create_session(&header("c")),
-        Err(StoreError::Poisoned)
-    ));
+    store.create_session(&header("b")).unwrap();
+    let acked_a = store.append("a", 2, vec![title(2)]).unwrap();
+    let acked_b = store.append("b", 0, vec![title(0)]).unwrap();
     drop(store);
     let store = Store::open(&path).unwrap();
-    assert_eq!(store.sessions().unwrap(), vec!["a".to_owned()]);
-    assert_eq!(store.head("a").unwrap().next_seq, acked.next_seq);
-    assert_eq!(store.head("a").unwrap().chain, acked.head_chain);
+    assert_eq!(
+        store.sessions().unwrap(),
+        vec!["a".to_owned(), "b".to_owned()]
+    );
+    assert_eq!(store.head("a").unwrap().chain, acked_a.head_chain);
+    assert_eq!(store.head("b").unwrap().chain, acked_b.head_chain);
     assert!(store.verify(&[]).unwrap().iter().all(|r| r.ok()));
-    store.append("a", 2, vec![title(2)]).unwrap();
+    store.append("a", 3, vec![title(3)]).unwrap();
 }

@@ -3,6 +3,7 @@
 mod audit;
 mod catalog;
 mod corpus;
+mod fuzz_seeds;
 mod generated;
 mod legacy;
 mod rewrite;
