@@ -462,6 +462,8 @@ impl LogStore for PgStore {
     }
 
     fn create_session(&self, header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
+        // The same door as the redb store: an id that could traverse paths is refused.
+        crate::store::check_session_id(&header.id)?;
         header
             .check(FormatVersion::V3, snapshot)
             .map_err(|reason| StoreError::InvalidHeader { reason })?;

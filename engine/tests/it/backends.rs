@@ -403,3 +403,21 @@ fn postgres_store_reconnects_after_its_connections_close() {
     });
     assert_eq!(ack.map(|a| a.next_seq), Some(1));
 }
+
+// Goal: an id that could traverse paths is refused by every backend at creation, and the
+// refusal creates nothing. Method: create "../escape" on each backend and list sessions.
+#[test]
+fn every_backend_refuses_a_path_traversal_session_id() {
+    for backend in backends("every_backend_refuses_a_path_traversal_session_id") {
+        let (mut header, _) = session("traversal", 10);
+        header.id = "../escape".into();
+        let result = backend.store.create_session(&header, false);
+        assert!(
+            matches!(result, Err(StoreError::InvalidSessionId { .. })),
+            "{}: {result:?}",
+            backend.name
+        );
+        let sessions = backend.store.sessions().unwrap();
+        assert!(!sessions.contains(&header.id), "{}", backend.name);
+    }
+}
