@@ -184,7 +184,7 @@ fn child(args: &[&str]) -> (f64, u64) {
     )
 }
 
-/// The child side of [`child`]: runs one measurement named by `args` and prints its JSON.
+/// The child side of `child`: runs one measurement named by `args` and prints its JSON.
 pub fn child_main(args: &[String]) -> String {
     let path = PathBuf::from(args.get(1).expect("a path"));
     let (seconds, bytes) = match args[0].as_str() {
