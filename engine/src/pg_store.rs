@@ -31,7 +31,8 @@ use sessionlog_format::{Event, FormatVersion, SessionHeader};
 use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
 use crate::store::backend::{decode_checkpoint, encode_checkpoint};
 use crate::store::{
-    AppendAck, AppendRequest, Head, StoreError, BATCH_EVENTS_MAX, CHECKPOINT_INTERVAL_EVENTS,
+    admit_expected, AppendAck, AppendRequest, Head, StoreError, BATCH_EVENTS_MAX,
+    CHECKPOINT_INTERVAL_EVENTS,
 };
 
 /// The schema migrations, in order: `(version, name, SQL)`.
@@ -530,22 +531,7 @@ impl LogStore for PgStore {
         if expected_next_seq != state.fold.admission().next_seq() {
             catch_up(&mut client, &session, &mut state)?;
         }
-        let current = state.fold.admission().next_seq();
-        if expected_next_seq != current {
-            return Err(StoreError::Conflict {
-                session,
-                expected: expected_next_seq,
-                current,
-            });
-        }
-        let batch: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
-        if let Err((event_idx, violation)) = state.fold.admit_batch(&batch) {
-            return Err(StoreError::Rejected {
-                session,
-                seq: batch[event_idx].seq,
-                violation,
-            });
-        }
+        let batch = admit_expected(&mut state.fold, &session, expected_next_seq, events)?;
         // From here the fold is ahead of the database until the commit succeeds.
         state.stale = true;
         let mut chain = state.head_chain;

@@ -118,6 +118,40 @@ pub fn check_session_id(id: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Admits `events` into `fold` as the batch that must start at `expected_next_seq`: the
+/// optimistic-concurrency check and every admission rule, shared by all backends. A stale
+/// expected seq is `Conflict` naming the current one; a refused event is `Rejected` naming its
+/// seq and rule. Either way the fold is unchanged (`admit_batch` is atomic).
+pub(crate) fn admit_expected(
+    fold: &mut SessionFold,
+    session: &str,
+    expected_next_seq: u64,
+    events: Vec<Event>,
+) -> Result<Vec<Arc<Event>>, StoreError> {
+    let current = fold.admission().next_seq();
+    if expected_next_seq != current {
+        return Err(StoreError::Conflict {
+            session: session.to_owned(),
+            expected: expected_next_seq,
+            current,
+        });
+    }
+    let batch: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
+    if let Err((event_idx, violation)) = fold.admit_batch(&batch) {
+        let seq = batch[event_idx].seq;
+        return Err(StoreError::Rejected {
+            session: session.to_owned(),
+            seq,
+            violation,
+        });
+    }
+    debug_assert_eq!(
+        fold.admission().next_seq(),
+        expected_next_seq + batch.len() as u64
+    );
+    Ok(batch)
+}
+
 /// The store used when neither `--db` nor `SESSIONLOG_DB` names one:
 /// `$XDG_DATA_HOME/sessionlog/sessions.redb`, else `$HOME/.local/share/sessionlog/sessions.redb`.
 pub fn default_path() -> Option<PathBuf> {
@@ -602,23 +636,7 @@ impl Store {
         }
         let state = self.session_state(&session)?;
         let mut state = lock(&state);
-        let current = state.fold.admission().next_seq();
-        if expected_next_seq != current {
-            return Err(StoreError::Conflict {
-                session,
-                expected: expected_next_seq,
-                current,
-            });
-        }
-        let batch: Vec<Arc<Event>> = batch.into_iter().map(Arc::new).collect();
-        if let Err((event_idx, violation)) = state.fold.admit_batch(&batch) {
-            let seq = batch[event_idx].seq;
-            return Err(StoreError::Rejected {
-                session,
-                seq,
-                violation,
-            });
-        }
+        let batch = admit_expected(&mut state.fold, &session, expected_next_seq, batch)?;
         let mut chain = state.head_chain;
         let mut buf = Vec::new();
         for event in &batch {
