@@ -159,61 +159,18 @@ impl Writer {
         }
     }
 
-    /// Appends one batch of session `idx` durably; `scratch` is a reusable buffer.
+    /// Appends one batch of session `idx` durably; `scratch` is a reusable buffer. The batch
+    /// is encoded as V3 rows and written through [`Writer::append_rows`], so every baseline
+    /// stores exactly the bytes a bulk import of the same events would.
     pub fn append(&self, idx: usize, batch: &[Event], scratch: &mut Vec<u8>) {
-        match self {
-            Writer::Files { files } => {
-                scratch.clear();
-                encode_rows(batch, scratch);
-                let mut file = files[idx].lock().expect("no panics");
-                file.write_all(scratch).expect("write");
-                file.sync_data().expect("fsync");
-            }
-            Writer::Frames { files } => {
-                scratch.clear();
-                encode_rows(batch, scratch);
-                let mut frames = files[idx].lock().expect("no panics");
-                frames.write_frame(scratch).expect("write");
-                frames.get_ref().sync_data().expect("fsync");
-            }
-            Writer::Sqlite { connections, ids } => {
-                let mut connection = connections[idx].lock().expect("no panics");
-                let txn = connection
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .expect("a transaction");
-                {
-                    let mut insert = txn
-                        .prepare_cached(
-                            "INSERT INTO events (session, seq, body) VALUES (?1, ?2, ?3)",
-                        )
-                        .expect("the insert");
-                    for event in batch {
-                        scratch.clear();
-                        encode_rows(std::slice::from_ref(event), scratch);
-                        scratch.pop();
-                        insert
-                            .execute(params![ids[idx], event.seq as i64, scratch.as_slice()])
-                            .expect("a row");
-                    }
-                }
-                txn.commit().expect("commit");
-            }
-            Writer::Redb { db } => {
-                let txn = db.begin_write().expect("a write");
-                {
-                    let mut table = txn.open_table(RAW_EVENTS).expect("events");
-                    for event in batch {
-                        scratch.clear();
-                        encode_rows(std::slice::from_ref(event), scratch);
-                        scratch.pop();
-                        table
-                            .insert((idx as u64, event.seq), scratch.as_slice())
-                            .expect("a row");
-                    }
-                }
-                txn.commit().expect("commit");
-            }
-        }
+        let Some(first) = batch.first() else { return };
+        debug_assert!(
+            batch.windows(2).all(|w| w[1].seq == w[0].seq + 1),
+            "dense seqs"
+        );
+        scratch.clear();
+        encode_rows(batch, scratch);
+        self.append_rows(idx, first.seq, scratch);
     }
 
     /// Appends rows that are already encoded (one V3 row per line, newline-terminated) for
