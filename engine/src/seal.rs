@@ -6,7 +6,7 @@
 //! beside the export, one JSON line (docs/format.md, "Sealed export"):
 //!
 //! ```text
-//! {"type":"sessionlog/seal","version":1,"session":ID,"events":N,"chainHead":HEX64,"fileBytes":N,"fileBlake3":HEX64}
+//! {"type":"sessionlog/seal","version":2,"session":ID,"events":N,"chainHead":HEX64,"fileBytes":N,"fileBlake3":HEX64}
 //! ```
 //!
 //! `chainHead` is the store's blake3 chain hash after the last event (the same value
@@ -19,7 +19,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
-use sessionlog_format::record::{self, ChainHash};
+use sessionlog_format::record::{self, BodyEncoding, ChainHash};
 use sessionlog_format::{ReadOptions, Recovery, SnapshotMode};
 
 use crate::error::Error;
@@ -29,14 +29,20 @@ use crate::transfer::sync_parent;
 
 /// The seal's `type` value.
 pub const SEAL_TYPE: &str = "sessionlog/seal";
-/// The seal format version this build writes and reads.
-pub const SEAL_VERSION: u64 = 1;
+/// The seal format version this build writes: `chainHead` over plain records, as store
+/// version 2 keeps them.
+pub const SEAL_VERSION: u64 = 2;
+/// The first seal version, still read: `chainHead` over records whose bodies of 4 KiB or more
+/// were compressed, as store version 1 kept them.
+pub const SEAL_VERSION_COMPRESSED_BODIES: u64 = 1;
 /// Largest seal file read; a seal is one short line.
 pub const SEAL_BYTES_MAX: u64 = 64 << 10;
 
 /// What a seal records about its file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seal {
+    /// [`SEAL_VERSION`], or [`SEAL_VERSION_COMPRESSED_BODIES`] for a seal of an older build.
+    pub version: u64,
     pub session: String,
     pub events: u64,
     pub chain_head: ChainHash,
@@ -97,7 +103,7 @@ impl Seal {
     pub fn to_line(&self) -> String {
         let value = json!({
             "type": SEAL_TYPE,
-            "version": SEAL_VERSION,
+            "version": self.version,
             "session": self.session,
             "events": self.events,
             "chainHead": to_hex(&self.chain_head),
@@ -127,11 +133,16 @@ impl Seal {
         if object.get("type").and_then(Value::as_str) != Some(SEAL_TYPE) {
             return Err(format!("type is not {SEAL_TYPE:?}"));
         }
-        match object.get("version").and_then(Value::as_u64) {
-            Some(SEAL_VERSION) => {}
-            Some(v) => return Err(format!("seal version {v}; this build reads {SEAL_VERSION}")),
+        let version = match object.get("version").and_then(Value::as_u64) {
+            Some(v @ (SEAL_VERSION_COMPRESSED_BODIES | SEAL_VERSION)) => v,
+            Some(v) => {
+                return Err(format!(
+                    "seal version {v}; this build reads {SEAL_VERSION_COMPRESSED_BODIES} and \
+                     {SEAL_VERSION}"
+                ))
+            }
             None => return Err("version is not an integer".to_owned()),
-        }
+        };
         let text_field = |key: &str| {
             object
                 .get(key)
@@ -149,6 +160,7 @@ impl Seal {
                 .and_then(|t| from_hex32(t).ok_or_else(|| format!("{key} is not 64 hex digits")))
         };
         Ok(Seal {
+            version,
             session: text_field("session")?.to_owned(),
             events: int_field("events")?,
             chain_head: hash_field("chainHead")?,
@@ -181,6 +193,19 @@ fn hash_file(path: &Path) -> Result<(u64, [u8; 32]), Error> {
 /// Reads `path` strictly (every rule, no recovery) and recomputes the store's chain over its
 /// events.
 pub fn digest_file(path: &Path) -> Result<FileDigest, Error> {
+    digest_file_as(path, SEAL_VERSION)
+}
+
+/// The record encoding whose chain a seal of `version` pins.
+fn body_encoding(version: u64) -> BodyEncoding {
+    match version {
+        SEAL_VERSION_COMPRESSED_BODIES => BodyEncoding::CompressLarge,
+        _ => BodyEncoding::Plain,
+    }
+}
+
+/// [`digest_file`] with the chain a seal of `version` pins.
+fn digest_file_as(path: &Path, version: u64) -> Result<FileDigest, Error> {
     let options = ReadOptions {
         recovery: Recovery::Strict,
         snapshot: SnapshotMode::Auto,
@@ -196,7 +221,7 @@ pub fn digest_file(path: &Path) -> Result<FileDigest, Error> {
             source,
         })?;
         scratch.clear();
-        chain = record::encode_event(&event, &chain, &mut scratch)
+        chain = record::encode_event_with(&event, &chain, &mut scratch, body_encoding(version))
             .map_err(|e| Error::Refused(format!("{}: seq {}: {e}", path.display(), event.seq)))?;
         events += 1;
     }
@@ -231,6 +256,7 @@ pub fn seal_export(store: &Store, session: &str, file: &Path) -> Result<Seal, Er
         )));
     }
     let seal = Seal {
+        version: SEAL_VERSION,
         session: digest.session,
         events: digest.events,
         chain_head: digest.chain_head,
@@ -288,7 +314,8 @@ pub fn verify_sealed(file: &Path) -> SealReport {
             None
         }
     };
-    let digest = match digest_file(file) {
+    let version = seal.as_ref().map_or(SEAL_VERSION, |s| s.version);
+    let digest = match digest_file_as(file, version) {
         Ok(digest) => digest,
         Err(error) => {
             report.faults.push(format!("{error}"));
@@ -371,6 +398,7 @@ mod tests {
     #[test]
     fn seal_line_round_trips_and_names_bad_fields() {
         let seal = Seal {
+            version: SEAL_VERSION,
             session: "s".to_owned(),
             events: 7,
             chain_head: [0xab; 32],
@@ -383,9 +411,66 @@ mod tests {
         assert!(Seal::parse(&bad).unwrap_err().contains("events"));
         let bad = line.replace(&"ab".repeat(32), "zz");
         assert!(Seal::parse(&bad).unwrap_err().contains("chainHead"));
-        let bad = line.replace("\"version\":1", "\"version\":2");
-        assert!(Seal::parse(&bad).unwrap_err().contains("version 2"));
+        let old = line.replace("\"version\":2", "\"version\":1");
+        assert_eq!(Seal::parse(&old).map(|s| s.version), Ok(1));
+        let bad = line.replace("\"version\":2", "\"version\":3");
+        assert!(Seal::parse(&bad).unwrap_err().contains("version 3"));
         assert!(Seal::parse("[]").is_err());
         assert!(Seal::parse("{\"type\":\"x\"}").is_err());
+    }
+
+    // Goal: a version 1 seal, whose chain covers compressed large bodies, still verifies, and
+    // only against that chain; a version 2 seal pins the plain records the store keeps.
+    // Method: write a generated log with bodies over 4 KiB, digest it both ways, seal it as
+    // each version and verify; then give the version 1 seal the plain chain.
+    #[test]
+    fn version_1_seals_verify_against_the_compressed_chain() {
+        use sessionlog_format::gen::{GenOptions, Generator};
+        use sessionlog_format::{Compression, LogWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.v3.jsonl");
+        let mut generator = Generator::new(GenOptions {
+            events: 400,
+            seed: 3,
+        });
+        let out = File::create(&file).unwrap();
+        let mut writer = LogWriter::new(out, &generator.header(), Compression::None).unwrap();
+        while let Some(batch) = generator.next_batch() {
+            writer.append_batch(&batch).unwrap();
+        }
+        writer.into_inner().unwrap().sync_all().unwrap();
+        let plain = digest_file(&file).unwrap();
+        let compressed = digest_file_as(&file, SEAL_VERSION_COMPRESSED_BODIES).unwrap();
+        assert_ne!(plain.chain_head, compressed.chain_head);
+        assert_eq!(
+            (plain.events, plain.file_blake3),
+            (compressed.events, compressed.file_blake3)
+        );
+        let seal_of = |version: u64, digest: &FileDigest| Seal {
+            version,
+            session: digest.session.clone(),
+            events: digest.events,
+            chain_head: digest.chain_head,
+            file_bytes: digest.file_bytes,
+            file_blake3: digest.file_blake3,
+        };
+        let cases = [
+            (seal_of(SEAL_VERSION_COMPRESSED_BODIES, &compressed), true),
+            (seal_of(SEAL_VERSION, &plain), true),
+            (seal_of(SEAL_VERSION_COMPRESSED_BODIES, &plain), false),
+            (seal_of(SEAL_VERSION, &compressed), false),
+        ];
+        for (seal, holds) in cases {
+            fs::write(seal_path(&file), seal.to_line()).unwrap();
+            let report = verify_sealed(&file);
+            assert_eq!(report.ok(), holds, "{seal:?}: {:?}", report.faults);
+            if !holds {
+                assert!(
+                    report.faults[0].contains("chainHead"),
+                    "{:?}",
+                    report.faults
+                );
+            }
+        }
     }
 }

@@ -31,6 +31,7 @@
 
 pub mod admission;
 pub mod binary;
+pub mod block;
 pub mod error;
 pub mod event;
 pub mod fold;

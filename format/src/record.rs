@@ -45,11 +45,11 @@ const _: () = assert!(RAW_LEN_OFFSET + 4 == RECORD_HEADER_BYTES);
 pub const RECORD_KIND_EVENT: u8 = 1;
 /// Flag bit: the body is one zstd frame.
 pub const FLAG_ZSTD: u8 = 0b1;
-/// Bodies at least this large are compressed (when that makes them smaller).
+/// Bodies at least this large were compressed by [`BodyEncoding::CompressLarge`].
 pub const COMPRESS_BODY_BYTES_MIN: usize = 4096;
 /// Largest body, compressed or not.
 pub const BODY_BYTES_MAX: usize = 64 << 20;
-/// zstd level for record bodies: favour speed, the log is append-heavy.
+/// zstd level of [`BodyEncoding::CompressLarge`] bodies.
 const BODY_ZSTD_LEVEL: i32 = 1;
 
 /// Why a record could not be read.
@@ -88,10 +88,32 @@ pub fn genesis_chain(header: &SessionHeader) -> ChainHash {
 }
 
 /// Encodes `event` as a record following `prev_chain`; returns the record's own chain hash.
+/// The body is stored as is (never compressed): the bytes a chain covers are then canonical,
+/// the same on every build, and the store compresses sealed blocks of records instead.
 pub fn encode_event(
     event: &Event,
     prev_chain: &ChainHash,
     out: &mut Vec<u8>,
+) -> Result<ChainHash, RecordError> {
+    encode_event_with(event, prev_chain, out, BodyEncoding::Plain)
+}
+
+/// How [`encode_event_with`] stores a body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyEncoding {
+    /// As is: what this build writes.
+    Plain,
+    /// Bodies of [`COMPRESS_BODY_BYTES_MIN`] bytes or more as one zstd frame (level 1) when
+    /// that is smaller: what store version 1 wrote, kept to check version 1 seals.
+    CompressLarge,
+}
+
+/// Encodes `event` as a record following `prev_chain`, its body stored as `encoding` says.
+pub fn encode_event_with(
+    event: &Event,
+    prev_chain: &ChainHash,
+    out: &mut Vec<u8>,
+    encoding: BodyEncoding,
 ) -> Result<ChainHash, RecordError> {
     let row = EventRow {
         event,
@@ -99,7 +121,10 @@ pub fn encode_event(
     };
     let mut raw = Vec::new();
     binary::to_vec(&row, &mut raw)?;
-    let (body, flags) = compress_if_smaller(raw.as_slice())?;
+    let (body, flags) = match encoding {
+        BodyEncoding::Plain => (std::borrow::Cow::Borrowed(raw.as_slice()), 0),
+        BodyEncoding::CompressLarge => compress_if_smaller(raw.as_slice())?,
+    };
     if body.len() > BODY_BYTES_MAX || raw.len() > BODY_BYTES_MAX {
         return Err(RecordError::TooLarge {
             size_bytes: raw.len().max(body.len()),
@@ -174,7 +199,8 @@ fn decompress_body(body: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
-fn chain_after(prev_chain: &ChainHash, covered: &[u8]) -> ChainHash {
+/// The chain hash of a record whose bytes `[36, len)` are `covered`, following `prev_chain`.
+pub fn chain_after(prev_chain: &ChainHash, covered: &[u8]) -> ChainHash {
     let mut hasher = blake3::Hasher::new();
     hasher.update(prev_chain);
     hasher.update(covered);

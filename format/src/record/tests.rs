@@ -71,6 +71,14 @@ fn encode(event: &Event, prev_chain: &ChainHash) -> (Vec<u8>, ChainHash) {
     (record, chain)
 }
 
+/// Encodes `event` after `prev_chain` as store version 1 did, large bodies compressed.
+fn encode_compressed(event: &Event, prev_chain: &ChainHash) -> (Vec<u8>, ChainHash) {
+    let mut record = Vec::new();
+    let chain =
+        encode_event_with(event, prev_chain, &mut record, BodyEncoding::CompressLarge).unwrap();
+    (record, chain)
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -158,7 +166,8 @@ fn golden_record_bytes() {
 }
 
 // Goal: decoding gives back the event and the chain that encoding returned, for a raw small
-// body and a compressed large one, and the compressed flag tells them apart.
+// body and a compressed large one (as store version 1 wrote them), and the compressed flag
+// tells them apart.
 // Method: chain a small record and a large repetitive one after genesis, decode both, and
 // read their flags and lengths.
 #[test]
@@ -166,8 +175,8 @@ fn small_and_large_bodies_round_trip() {
     let genesis = genesis_chain(&golden_header());
     let small = turn_start();
     let large = blob(1, 3 * COMPRESS_BODY_BYTES_MIN);
-    let (small_record, small_chain) = encode(&small, &genesis);
-    let (large_record, large_chain) = encode(&large, &small_chain);
+    let (small_record, small_chain) = encode_compressed(&small, &genesis);
+    let (large_record, large_chain) = encode_compressed(&large, &small_chain);
 
     assert_eq!(
         decode_event(&small_record, &genesis, 0).unwrap(),
@@ -190,13 +199,13 @@ fn small_and_large_bodies_round_trip() {
     );
 }
 
-// Goal: compression starts at exactly COMPRESS_BODY_BYTES_MIN bytes of raw body.
+// Goal: version 1 compression starts at exactly COMPRESS_BODY_BYTES_MIN bytes of raw body.
 // Method: size a repetitive event so that its raw body is one byte below the limit, then at
 // it, and read the flags of both records.
 #[test]
 fn compression_starts_at_the_threshold() {
     let raw_len_of = |event: &Event| {
-        let (record, _) = encode(event, &[0; 32]);
+        let (record, _) = encode_compressed(event, &[0; 32]);
         check_record_crc(&record).unwrap().raw_len as usize
     };
     // The framing around the text does not change size near the threshold.
@@ -205,13 +214,40 @@ fn compression_starts_at_the_threshold() {
     let at = blob(0, COMPRESS_BODY_BYTES_MIN - framing_len);
     assert_eq!(raw_len_of(&below), COMPRESS_BODY_BYTES_MIN - 1);
     assert_eq!(raw_len_of(&at), COMPRESS_BODY_BYTES_MIN);
-    let flags_of = |event: &Event| check_record_crc(&encode(event, &[0; 32]).0).unwrap().flags;
+    let flags_of = |event: &Event| {
+        check_record_crc(&encode_compressed(event, &[0; 32]).0)
+            .unwrap()
+            .flags
+    };
     assert_eq!(flags_of(&below), 0);
     assert_eq!(flags_of(&at), FLAG_ZSTD);
     for event in [below, at] {
-        let (record, chain) = encode(&event, &[0; 32]);
+        let (record, chain) = encode_compressed(&event, &[0; 32]);
         assert_eq!(decode_event(&record, &[0; 32], 0).unwrap(), (event, chain));
     }
+}
+
+// Goal: this build never compresses a body, however large and compressible: the bytes a
+// chain covers are canonical, and the same event always gives the same record.
+// Method: encode a large repetitive event plainly and as version 1 did; the plain record is
+// uncompressed, decodes to the same event, and differs from the version 1 record.
+#[test]
+fn bodies_are_stored_plain() {
+    let genesis = genesis_chain(&golden_header());
+    let large = blob(0, 8 * COMPRESS_BODY_BYTES_MIN);
+    let (plain, plain_chain) = encode(&large, &genesis);
+    let header = check_record(&plain, &genesis).unwrap();
+    assert_eq!(header.flags, 0);
+    assert_eq!(header.body_len, header.raw_len);
+    assert!(header.raw_len as usize > 8 * COMPRESS_BODY_BYTES_MIN);
+    assert_eq!(
+        decode_event(&plain, &genesis, 0).unwrap(),
+        (large.clone(), plain_chain)
+    );
+    let (compressed, compressed_chain) = encode_compressed(&large, &genesis);
+    assert!(compressed.len() < plain.len());
+    assert_ne!(compressed_chain, plain_chain);
+    assert_eq!(encode(&large, &genesis), (plain, plain_chain));
 }
 
 // Goal: every event of a realistic session survives a chain of records.
@@ -424,7 +460,7 @@ fn check_edited_header(
 fn invalid_headers_are_refused() {
     let genesis = genesis_chain(&golden_header());
     let (raw, _) = encode(&turn_start(), &genesis);
-    let (compressed, _) = encode(&blob(0, 3 * COMPRESS_BODY_BYTES_MIN), &genesis);
+    let (compressed, _) = encode_compressed(&blob(0, 3 * COMPRESS_BODY_BYTES_MIN), &genesis);
     let body_len = u32_at(&raw, BODY_LEN_OFFSET);
     let check = check_edited_header;
     let header = |reason: &str| RecordError::Header {
@@ -510,7 +546,7 @@ fn invalid_headers_are_refused() {
 #[test]
 fn compressed_raw_len_must_match() {
     let genesis = genesis_chain(&golden_header());
-    let (record, _) = encode(&blob(0, 3 * COMPRESS_BODY_BYTES_MIN), &genesis);
+    let (record, _) = encode_compressed(&blob(0, 3 * COMPRESS_BODY_BYTES_MIN), &genesis);
     let raw_len = u32_at(&record, RAW_LEN_OFFSET);
     for wrong in [raw_len - 1, raw_len + 1, 0] {
         let mut edited = record.clone();
@@ -539,9 +575,14 @@ fn valid_records() -> &'static [(Vec<u8>, ChainHash)] {
         }
         events
             .iter()
-            .map(|event| {
+            .enumerate()
+            .map(|(index, event)| {
                 let prev_chain = [event.seq as u8; 32];
-                (encode(event, &prev_chain).0, prev_chain)
+                if index == 1 {
+                    (encode_compressed(event, &prev_chain).0, prev_chain)
+                } else {
+                    (encode(event, &prev_chain).0, prev_chain)
+                }
             })
             .collect()
     })

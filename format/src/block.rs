@@ -1,0 +1,309 @@
+//! Sealed blocks: a run of consecutive event records of one session, compressed together
+//! (docs/format.md, "Block record").
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  crc32       u32 LE   CRC-32 (IEEE) of bytes [4, len)
+//!      4     4  len         u32 LE   the block record's whole length
+//!      8     8  first_seq   u64 LE   seq of the first record
+//!     16     4  count       u32 LE   records in the block, 1..=BLOCK_EVENTS_MAX
+//!     20     4  raw_len     u32 LE   payload length before compression
+//!     24    32  chain_in    [u8;32]  the chain hash before the first record
+//!     56    32  chain_out   [u8;32]  the chain hash of the last record
+//!     88        payload              one zstd frame
+//! payload := (tail_len u32 LE | record bytes [36, len))^count
+//! ```
+//!
+//! A record keeps its exact bytes through sealing: the payload holds each record without its
+//! crc and chain (36 bytes no compressor can shrink), and [`decode_block`] rebuilds both by
+//! walking the chain from `chain_in`, so every rebuilt record is byte-identical to the one that
+//! was appended and its chain link is checked by construction. `chain_out` must equal the
+//! rebuilt chain of the last record, which ties the block to the records after it.
+
+use crate::record::{self, ChainHash, RecordError, RECORD_HEADER_BYTES};
+
+pub const BLOCK_HEADER_BYTES: usize = 88;
+/// Most records in one block.
+pub const BLOCK_EVENTS_MAX: usize = 1024;
+/// A block is closed once its records reach this many bytes.
+pub const BLOCK_RAW_BYTES_TARGET: usize = 1 << 20;
+/// Largest payload: the target plus one record of the largest size.
+pub const BLOCK_RAW_BYTES_MAX: usize = BLOCK_RAW_BYTES_TARGET + (80 << 20);
+/// zstd level of block payloads: sealing is off the acknowledgement path, so favour size.
+pub const BLOCK_ZSTD_LEVEL: i32 = 3;
+
+const CRC_BYTES: usize = 4;
+const CHAIN_END: usize = CRC_BYTES + 32;
+const TAIL_LEN_BYTES: usize = 4;
+
+/// Why a block could not be read or written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlockError {
+    #[error("block is {size_bytes} bytes, its header says {declared}")]
+    Truncated { size_bytes: usize, declared: usize },
+    #[error("block checksum mismatch: stored {expected:#010x}, computed {got:#010x}")]
+    ChecksumMismatch { expected: u32, got: u32 },
+    #[error("block header: {reason}")]
+    Header { reason: String },
+    #[error("block payload: {reason}")]
+    Payload { reason: String },
+    #[error("block record {index} (seq {seq}): {source}")]
+    Record {
+        index: usize,
+        seq: u64,
+        source: RecordError,
+    },
+    #[error("block chain: the last record's chain is not the stored chain_out")]
+    ChainOut,
+}
+
+/// The fixed fields of a block, read from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHeader {
+    pub len: u32,
+    pub first_seq: u64,
+    pub count: u32,
+    pub raw_len: u32,
+    pub chain_in: ChainHash,
+    pub chain_out: ChainHash,
+}
+
+impl BlockHeader {
+    /// The seq after the block's last record.
+    pub fn end_seq(&self) -> u64 {
+        self.first_seq + u64::from(self.count)
+    }
+}
+
+/// A decoded block: its records rebuilt byte for byte.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    pub header: BlockHeader,
+    records: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Block {
+    /// The record of `seq`, when the block holds it.
+    pub fn record(&self, seq: u64) -> Option<&[u8]> {
+        let index = usize::try_from(seq.checked_sub(self.header.first_seq)?).ok()?;
+        let end = *self.ends.get(index)?;
+        let start = if index == 0 { 0 } else { self.ends[index - 1] };
+        Some(&self.records[start..end])
+    }
+
+    /// Every record with its seq, in order.
+    pub fn records(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        (self.header.first_seq..)
+            .zip(starts.zip(self.ends.iter().copied()))
+            .map(|(seq, (start, end))| (seq, &self.records[start..end]))
+    }
+}
+
+fn u32_le(bytes: &[u8], offset: usize) -> u32 {
+    u32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4-byte field"))
+}
+
+fn len_u32(len: usize, what: &str) -> Result<u32, BlockError> {
+    u32::try_from(len).map_err(|_| BlockError::Header {
+        reason: format!("{what} of {len} bytes does not fit in u32"),
+    })
+}
+
+/// Encodes records `first_seq..` (consecutive, each following the previous one's chain,
+/// the first following `chain_in`) as one block record. The records are checked on the way
+/// in: their seqs must be dense and each chain link must hold.
+pub fn encode_block<'r>(
+    first_seq: u64,
+    chain_in: &ChainHash,
+    records: impl IntoIterator<Item = &'r [u8]>,
+) -> Result<Vec<u8>, BlockError> {
+    let mut payload = Vec::new();
+    let mut chain = *chain_in;
+    let mut count = 0usize;
+    for (index, record) in records.into_iter().enumerate() {
+        let seq = first_seq + index as u64;
+        let wrap = |source| BlockError::Record { index, seq, source };
+        let header = record::check_record(record, &chain).map_err(wrap)?;
+        if header.seq != seq {
+            return Err(wrap(RecordError::SeqMismatch {
+                expected: seq,
+                got: header.seq,
+            }));
+        }
+        chain = header.chain;
+        let tail = &record[CHAIN_END..];
+        payload.extend_from_slice(&len_u32(tail.len(), "a record")?.to_le_bytes());
+        payload.extend_from_slice(tail);
+        count += 1;
+    }
+    if count == 0 || count > BLOCK_EVENTS_MAX {
+        return Err(BlockError::Header {
+            reason: format!("a block holds 1 to {BLOCK_EVENTS_MAX} records, not {count}"),
+        });
+    }
+    if payload.len() > BLOCK_RAW_BYTES_MAX {
+        return Err(BlockError::Header {
+            reason: format!(
+                "a payload of {} bytes is over {BLOCK_RAW_BYTES_MAX}",
+                payload.len()
+            ),
+        });
+    }
+    let frame =
+        zstd::bulk::compress(&payload, BLOCK_ZSTD_LEVEL).map_err(|e| BlockError::Payload {
+            reason: e.to_string(),
+        })?;
+    let len = BLOCK_HEADER_BYTES + frame.len();
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&len_u32(len, "a block")?.to_le_bytes());
+    out.extend_from_slice(&first_seq.to_le_bytes());
+    out.extend_from_slice(&len_u32(count, "a count")?.to_le_bytes());
+    out.extend_from_slice(&len_u32(payload.len(), "a payload")?.to_le_bytes());
+    out.extend_from_slice(chain_in);
+    out.extend_from_slice(&chain);
+    debug_assert_eq!(out.len(), BLOCK_HEADER_BYTES);
+    out.extend_from_slice(&frame);
+    let crc = crc32fast::hash(&out[CRC_BYTES..]);
+    out[..CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
+    Ok(out)
+}
+
+/// Reads a block's fixed fields from its first [`BLOCK_HEADER_BYTES`] (no crc check: the
+/// crc covers the whole block). Used to find where a block ends before reading all of it.
+pub fn block_header(bytes: &[u8]) -> Result<BlockHeader, BlockError> {
+    if bytes.len() < BLOCK_HEADER_BYTES {
+        return Err(BlockError::Truncated {
+            size_bytes: bytes.len(),
+            declared: BLOCK_HEADER_BYTES,
+        });
+    }
+    let chain = |offset: usize| -> ChainHash {
+        bytes[offset..offset + 32]
+            .try_into()
+            .expect("32-byte field")
+    };
+    let header = BlockHeader {
+        len: u32_le(bytes, 4),
+        first_seq: u64::from_le_bytes(bytes[8..16].try_into().expect("8-byte field")),
+        count: u32_le(bytes, 16),
+        raw_len: u32_le(bytes, 20),
+        chain_in: chain(24),
+        chain_out: chain(56),
+    };
+    let count = header.count as usize;
+    if count == 0 || count > BLOCK_EVENTS_MAX {
+        return Err(BlockError::Header {
+            reason: format!("count {count} is not within 1..={BLOCK_EVENTS_MAX}"),
+        });
+    }
+    if header.raw_len as usize > BLOCK_RAW_BYTES_MAX {
+        return Err(BlockError::Header {
+            reason: format!("raw_len {} is over {BLOCK_RAW_BYTES_MAX}", header.raw_len),
+        });
+    }
+    if (header.len as usize) < BLOCK_HEADER_BYTES {
+        return Err(BlockError::Header {
+            reason: format!("len {} is shorter than the header", header.len),
+        });
+    }
+    if header
+        .first_seq
+        .checked_add(u64::from(header.count))
+        .is_none()
+    {
+        return Err(BlockError::Header {
+            reason: "the block's seqs overflow u64".to_owned(),
+        });
+    }
+    Ok(header)
+}
+
+/// Checks a block record's length, header and crc, without decompressing it.
+pub fn check_block_crc(bytes: &[u8]) -> Result<BlockHeader, BlockError> {
+    let header = block_header(bytes)?;
+    if bytes.len() != header.len as usize {
+        return Err(BlockError::Truncated {
+            size_bytes: bytes.len(),
+            declared: header.len as usize,
+        });
+    }
+    let expected = u32_le(bytes, 0);
+    let got = crc32fast::hash(&bytes[CRC_BYTES..]);
+    if expected != got {
+        return Err(BlockError::ChecksumMismatch { expected, got });
+    }
+    Ok(header)
+}
+
+/// Checks a block record (length, crc, header, payload) and rebuilds its records, checking
+/// each one's header, its seq and the chain through to `chain_out`.
+pub fn decode_block(bytes: &[u8]) -> Result<Block, BlockError> {
+    let header = check_block_crc(bytes)?;
+    let payload = zstd::bulk::decompress(&bytes[BLOCK_HEADER_BYTES..], header.raw_len as usize)
+        .map_err(|e| BlockError::Payload {
+            reason: e.to_string(),
+        })?;
+    if payload.len() != header.raw_len as usize {
+        return Err(BlockError::Payload {
+            reason: format!("{} bytes, expected {}", payload.len(), header.raw_len),
+        });
+    }
+    let count = header.count as usize;
+    let mut records = Vec::with_capacity(payload.len() + count * CHAIN_END);
+    let mut ends = Vec::with_capacity(count);
+    let mut chain = header.chain_in;
+    let mut rest = payload.as_slice();
+    for index in 0..count {
+        let seq = header.first_seq + index as u64;
+        let payload_error = |reason: String| BlockError::Payload {
+            reason: format!("record {index} (seq {seq}): {reason}"),
+        };
+        if rest.len() < TAIL_LEN_BYTES {
+            return Err(payload_error("the payload ends early".to_owned()));
+        }
+        let tail_len = u32_le(rest, 0) as usize;
+        rest = &rest[TAIL_LEN_BYTES..];
+        if tail_len > rest.len() || tail_len < RECORD_HEADER_BYTES - CHAIN_END {
+            return Err(payload_error(format!("a record tail of {tail_len} bytes")));
+        }
+        let (tail, after) = rest.split_at(tail_len);
+        rest = after;
+        let start = records.len();
+        chain = record::chain_after(&chain, tail);
+        records.extend_from_slice(&[0; CRC_BYTES]);
+        records.extend_from_slice(&chain);
+        records.extend_from_slice(tail);
+        let crc = crc32fast::hash(&records[start + CRC_BYTES..]);
+        records[start..start + CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
+        let rebuilt = &records[start..];
+        let wrap = |source| BlockError::Record { index, seq, source };
+        let record_header = record::check_record_crc(rebuilt).map_err(wrap)?;
+        if record_header.seq != seq {
+            return Err(wrap(RecordError::SeqMismatch {
+                expected: seq,
+                got: record_header.seq,
+            }));
+        }
+        ends.push(records.len());
+    }
+    if !rest.is_empty() {
+        return Err(BlockError::Payload {
+            reason: format!("{} bytes after the last record", rest.len()),
+        });
+    }
+    if chain != header.chain_out {
+        return Err(BlockError::ChainOut);
+    }
+    Ok(Block {
+        header,
+        records,
+        ends,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,242 @@
+//! Tests of the block record: round trips, the pinned header, damage and forgery detection.
+
+use pretty_assertions::assert_eq;
+use proptest::prelude::*;
+
+use super::*;
+use crate::gen::{GenOptions, Generator};
+use crate::record::{encode_event, genesis_chain};
+
+/// `n` generated events encoded as chained records from the genesis of their header.
+fn records(n: u64, seed: u64) -> (ChainHash, Vec<Vec<u8>>) {
+    let mut generator = Generator::new(GenOptions { events: n, seed });
+    let genesis = genesis_chain(&generator.header());
+    let mut chain = genesis;
+    let mut out = Vec::new();
+    while let Some(batch) = generator.next_batch() {
+        for event in batch {
+            let mut record = Vec::new();
+            chain = encode_event(&event, &chain, &mut record).unwrap();
+            out.push(record);
+        }
+    }
+    (genesis, out)
+}
+
+fn chain_of(record: &[u8]) -> ChainHash {
+    record[4..36].try_into().unwrap()
+}
+
+fn reseal(block: &mut [u8]) {
+    let crc = crc32fast::hash(&block[4..]);
+    block[..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+// Goal: sealing keeps every record byte for byte, from any starting seq, and the header says
+// where the block sits in its session's chain.
+// Method: seal records 40..340 of a generated session, decode, and compare each rebuilt
+// record, the header fields and the lookup by seq.
+#[test]
+fn records_round_trip_byte_for_byte() {
+    let (_, all) = records(400, 3);
+    let run = &all[40..340];
+    let chain_in = chain_of(&all[39]);
+    let bytes = encode_block(40, &chain_in, run.iter().map(Vec::as_slice)).unwrap();
+    let block = decode_block(&bytes).unwrap();
+    assert_eq!(
+        block.header,
+        BlockHeader {
+            len: bytes.len() as u32,
+            first_seq: 40,
+            count: 300,
+            raw_len: block.header.raw_len,
+            chain_in,
+            chain_out: chain_of(&all[339]),
+        }
+    );
+    let rebuilt: Vec<(u64, Vec<u8>)> = block.records().map(|(s, r)| (s, r.to_vec())).collect();
+    let expected: Vec<(u64, Vec<u8>)> = (40..).zip(run.iter().cloned()).collect();
+    assert_eq!(rebuilt, expected);
+    assert_eq!(block.record(40), Some(all[40].as_slice()));
+    assert_eq!(block.record(339), Some(all[339].as_slice()));
+    assert_eq!(block.record(39), None);
+    assert_eq!(block.record(340), None);
+    assert_eq!(block.header.end_seq(), 340);
+    // The payload leaves out each record's crc and chain: 36 bytes less, plus a length.
+    let stored: usize = run.iter().map(|r| r.len() - 36 + 4).sum();
+    assert_eq!(block.header.raw_len as usize, stored);
+}
+
+// Goal: the fixed header sits where docs/format.md says.
+// Method: seal two records and read each field at its documented offset.
+#[test]
+fn header_layout_is_pinned() {
+    let (genesis, all) = records(20, 1);
+    let bytes = encode_block(0, &genesis, all[..2].iter().map(Vec::as_slice)).unwrap();
+    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
+    assert_eq!(u32_at(0), crc32fast::hash(&bytes[4..]));
+    assert_eq!(u32_at(4) as usize, bytes.len());
+    assert_eq!(&bytes[8..16], &0u64.to_le_bytes());
+    assert_eq!(u32_at(16), 2);
+    assert_eq!(&bytes[24..56], &genesis);
+    assert_eq!(&bytes[56..88], &chain_of(&all[1]));
+    // The payload is one zstd frame (RFC 8878 magic).
+    assert_eq!(&bytes[88..92], &[0x28, 0xb5, 0x2f, 0xfd]);
+    let payload = zstd::bulk::decompress(&bytes[88..], u32_at(20) as usize).unwrap();
+    let tail_len = u32::from_le_bytes(payload[..4].try_into().unwrap()) as usize;
+    assert_eq!(tail_len, all[0].len() - 36);
+    assert_eq!(&payload[4..4 + tail_len], &all[0][36..]);
+}
+
+// Goal: sealing refuses records that do not form a dense chain, an empty run and an
+// oversized one, so a block never holds what the log did not.
+// Method: seal a run with a gap, with a wrong chain_in, with a damaged record, with none and
+// with BLOCK_EVENTS_MAX + 1.
+#[test]
+fn sealing_checks_what_it_seals() {
+    let (genesis, all) = records(60, 2);
+    let gap = [all[0].as_slice(), all[2].as_slice()];
+    assert!(matches!(
+        encode_block(0, &genesis, gap),
+        Err(BlockError::Record {
+            index: 1,
+            seq: 1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        encode_block(0, &[7; 32], all[..3].iter().map(Vec::as_slice)),
+        Err(BlockError::Record {
+            index: 0,
+            seq: 0,
+            ..
+        })
+    ));
+    let mut damaged = all[1].clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 1;
+    assert!(matches!(
+        encode_block(0, &genesis, [all[0].as_slice(), damaged.as_slice()]),
+        Err(BlockError::Record {
+            index: 1,
+            seq: 1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        encode_block(5, &genesis, all[..1].iter().map(Vec::as_slice)),
+        Err(BlockError::Record {
+            index: 0,
+            seq: 5,
+            ..
+        })
+    ));
+    assert!(matches!(
+        encode_block(0, &genesis, std::iter::empty()),
+        Err(BlockError::Header { .. })
+    ));
+    let (genesis, many) = records(BLOCK_EVENTS_MAX as u64 + 1, 4);
+    assert!(matches!(
+        encode_block(0, &genesis, many.iter().map(Vec::as_slice)),
+        Err(BlockError::Header { .. })
+    ));
+    assert!(encode_block(
+        0,
+        &genesis,
+        many[..BLOCK_EVENTS_MAX].iter().map(Vec::as_slice)
+    )
+    .is_ok());
+}
+
+// Goal: any damaged byte of a block is detected, and so is any truncation.
+// Method: flip one bit at every offset of a small block, then cut it at every length.
+#[test]
+fn every_flip_and_cut_is_detected() {
+    let (genesis, all) = records(12, 5);
+    let bytes = encode_block(0, &genesis, all.iter().map(Vec::as_slice)).unwrap();
+    for offset in 0..bytes.len() {
+        let mut damaged = bytes.clone();
+        damaged[offset] ^= 0x10;
+        assert!(decode_block(&damaged).is_err(), "flip at {offset}");
+    }
+    for len in 0..bytes.len() {
+        assert!(decode_block(&bytes[..len]).is_err(), "cut at {len}");
+    }
+}
+
+// Goal: a block altered with a recomputed crc still fails: the rebuilt chain does not reach
+// chain_out, or a rebuilt record is refused.
+// Method: change chain_in, then chain_out, then a byte inside the payload (recompressed), and
+// reseal the crc each time.
+#[test]
+fn forged_blocks_fail_the_chain() {
+    let (genesis, all) = records(30, 6);
+    let bytes = encode_block(0, &genesis, all.iter().map(Vec::as_slice)).unwrap();
+    let mut wrong_in = bytes.clone();
+    wrong_in[24] ^= 1;
+    reseal(&mut wrong_in);
+    assert_eq!(decode_block(&wrong_in), Err(BlockError::ChainOut));
+    let mut wrong_out = bytes.clone();
+    wrong_out[87] ^= 1;
+    reseal(&mut wrong_out);
+    assert_eq!(decode_block(&wrong_out), Err(BlockError::ChainOut));
+
+    let header = block_header(&bytes).unwrap();
+    let mut payload = zstd::bulk::decompress(&bytes[88..], header.raw_len as usize).unwrap();
+    let last = payload.len() - 1;
+    payload[last] ^= 1;
+    let frame = zstd::bulk::compress(&payload, 3).unwrap();
+    let mut forged = bytes[..88].to_vec();
+    forged.extend_from_slice(&frame);
+    let len = forged.len() as u32;
+    forged[4..8].copy_from_slice(&len.to_le_bytes());
+    reseal(&mut forged);
+    assert_eq!(decode_block(&forged), Err(BlockError::ChainOut));
+}
+
+// Goal: a header whose fields are out of range is refused before anything is decompressed.
+// Method: reseal blocks with count 0, count over the maximum, raw_len over the maximum, and a
+// first_seq whose end overflows.
+#[test]
+fn out_of_range_headers_are_refused() {
+    let (genesis, all) = records(5, 7);
+    let bytes = encode_block(0, &genesis, all.iter().map(Vec::as_slice)).unwrap();
+    let edit = |offset: usize, value: &[u8]| {
+        let mut edited = bytes.clone();
+        edited[offset..offset + value.len()].copy_from_slice(value);
+        reseal(&mut edited);
+        decode_block(&edited)
+    };
+    let header_error = |r: Result<Block, BlockError>| matches!(r, Err(BlockError::Header { .. }));
+    assert!(header_error(edit(16, &0u32.to_le_bytes())));
+    assert!(header_error(edit(
+        16,
+        &(BLOCK_EVENTS_MAX as u32 + 1).to_le_bytes()
+    )));
+    assert!(header_error(edit(20, &u32::MAX.to_le_bytes())));
+    assert!(header_error(edit(8, &(u64::MAX - 1).to_le_bytes())));
+}
+
+proptest! {
+    // Goal: arbitrary bytes never panic the decoder.
+    #[test]
+    fn prop_arbitrary_bytes_are_handled(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let _ = decode_block(&bytes);
+        let _ = block_header(&bytes);
+    }
+
+    // Goal: a valid block with any one byte replaced is refused or decodes to the same
+    // records (never to other records).
+    #[test]
+    fn prop_damaged_blocks_never_yield_other_records(offset in 0usize..4096, value in any::<u8>()) {
+        let (genesis, all) = records(8, 8);
+        let bytes = encode_block(0, &genesis, all.iter().map(Vec::as_slice)).unwrap();
+        let mut damaged = bytes.clone();
+        let offset = offset % bytes.len();
+        damaged[offset] = value;
+        if let Ok(block) = decode_block(&damaged) {
+            let rebuilt: Vec<Vec<u8>> = block.records().map(|(_, r)| r.to_vec()).collect();
+            prop_assert_eq!(rebuilt, all);
+        }
+    }
+}
