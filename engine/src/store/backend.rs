@@ -5,6 +5,7 @@ use sessionlog_format::fold::SessionFold;
 use sessionlog_format::record::ChainHash;
 use sessionlog_format::{binary, Event, SessionHeader};
 
+use super::blocks::{Records, BLOCKS};
 use super::session::{decode_checkpoint_body, session_record};
 use super::tables::{self, CheckpointRecord, CHECKPOINTS, EVENTS};
 use super::verify::SessionReport;
@@ -76,17 +77,17 @@ impl LogStore for Store {
             let txn = self.db().begin_read().map_err(storage)?;
             let record = session_record(&txn, session)?;
             let events = txn.open_table(EVENTS).map_err(storage)?;
-            let range = events
-                .range((record.key, from_seq)..(record.key, to_seq.max(from_seq)))
-                .map_err(storage)?;
+            let blocks = txn.open_table(BLOCKS).map_err(storage)?;
+            let mut records = Records::new(&events, &blocks, session, record.key);
             let mut out = Vec::new();
-            for entry in range.take(READ_EVENTS_MAX as usize) {
-                let (key, bytes) = entry.map_err(storage)?;
+            let limit = READ_EVENTS_MAX as usize;
+            records.for_each(from_seq, to_seq.max(from_seq), limit, |seq, bytes, _| {
                 out.push(StoredRecord {
-                    seq: key.value().1,
-                    bytes: bytes.value().to_vec(),
+                    seq,
+                    bytes: bytes.to_vec(),
                 });
-            }
+                Ok(())
+            })?;
             Ok(out)
         })
     }

@@ -9,6 +9,7 @@
 //! reopened, and reopening recovers exactly the last acknowledged state.
 
 pub(crate) mod backend;
+mod blocks;
 mod session;
 mod tables;
 pub mod verify;
@@ -24,6 +25,7 @@ use sessionlog_format::fold::SessionFold;
 use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::{Event, FormatVersion, SessionHeader, Violation};
 
+use self::blocks::BLOCKS;
 pub use self::session::Head;
 use self::session::SessionState;
 pub use self::tables::STORE_FORMAT_VERSION;
@@ -36,7 +38,7 @@ pub const BATCH_EVENTS_MAX: usize = 65_536;
 /// Longest session id the store keeps, in bytes of UTF-8.
 pub const SESSION_ID_BYTES_MAX: usize = 256;
 /// A fold checkpoint is written when this many events have been appended since the last one.
-pub const CHECKPOINT_INTERVAL_EVENTS: u64 = 4096;
+pub const CHECKPOINT_INTERVAL_EVENTS: u64 = 1024;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -342,11 +344,13 @@ impl Store {
         {
             let mut sessions = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
             let mut events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
+            let blocks = txn.open_table(BLOCKS).map_err(StoreError::storage)?;
+            let mut sealed = SealedLookup::default();
             for entry in &entries {
                 match entry {
                     WalEntry::Session { record } => replay_session(&mut sessions, record)?,
                     WalEntry::Event { key, seq, record } => {
-                        replay_event(&mut events, *key, *seq, record)?;
+                        replay_event(&mut events, &blocks, &mut sealed, *key, *seq, record)?;
                     }
                 }
             }
@@ -372,18 +376,20 @@ impl Store {
                 .get(META_KEY)
                 .map_err(StoreError::storage)?
                 .map(|v| v.value().to_vec());
-            match existing {
-                Some(bytes) => {
-                    tables::check_meta(&bytes)?;
-                }
-                None => {
-                    meta.insert(META_KEY, tables::encode_meta().as_slice())
-                        .map_err(StoreError::storage)?;
-                }
+            // A version 1 store is a valid version 2 store without blocks: its meta record
+            // is rewritten so that older builds, which do not read blocks, refuse it.
+            let current = match existing {
+                Some(bytes) => tables::check_meta(&bytes)? == tables::STORE_FORMAT_VERSION,
+                None => false,
+            };
+            if !current {
+                meta.insert(META_KEY, tables::encode_meta().as_slice())
+                    .map_err(StoreError::storage)?;
             }
             txn.open_table(SESSIONS).map_err(StoreError::storage)?;
             txn.open_table(EVENTS).map_err(StoreError::storage)?;
             txn.open_table(CHECKPOINTS).map_err(StoreError::storage)?;
+            txn.open_table(BLOCKS).map_err(StoreError::storage)?;
         }
         txn.commit().map_err(StoreError::storage)
     }
@@ -586,8 +592,16 @@ impl Store {
             let mut checkpoints = txn
                 .open_table(CHECKPOINTS)
                 .map_err(|e| fail(StoreError::storage(e)))?;
+            let mut blocks = txn
+                .open_table(BLOCKS)
+                .map_err(|e| fail(StoreError::storage(e)))?;
             for request in requests {
-                let staged = self.stage(request, &mut events, &mut checkpoints, &mut frame);
+                let mut tables = GroupTables {
+                    events: &mut events,
+                    checkpoints: &mut checkpoints,
+                    blocks: &mut blocks,
+                };
+                let staged = self.stage(request, &mut tables, &mut frame);
                 match staged {
                     Err(StoreError::Storage(message)) => {
                         return Err(fail(StoreError::Storage(message)))
@@ -614,13 +628,12 @@ impl Store {
         Ok(results)
     }
 
-    /// Admits one batch into its session's fold and inserts its records into the open
-    /// transaction.
+    /// Admits one batch into its session's fold, inserts its records into the open
+    /// transaction, and seals the session's records into blocks when a block is full.
     fn stage(
         &self,
         request: AppendRequest,
-        events: &mut redb::Table<(u64, u64), &[u8]>,
-        checkpoints: &mut redb::Table<u64, &[u8]>,
+        tables: &mut GroupTables<'_, '_>,
         frame: &mut FrameBuilder,
     ) -> Result<AppendAck, StoreError> {
         let AppendRequest {
@@ -642,20 +655,30 @@ impl Store {
         for event in &batch {
             buf.clear();
             chain = record::encode_event(event, &chain, &mut buf).map_err(StoreError::storage)?;
-            events
+            tables
+                .events
                 .insert((state.key, event.seq), buf.as_slice())
                 .map_err(StoreError::storage)?;
             frame.push(state.key, event.seq, &buf);
+            state.sealed.add(buf.len());
         }
         state.head_chain = chain;
         let next_seq = state.fold.admission().next_seq();
         if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
             let bytes = state.encode_checkpoint()?;
-            checkpoints
+            tables
+                .checkpoints
                 .insert(state.key, bytes.as_slice())
                 .map_err(StoreError::storage)?;
             state.checkpoint_next_seq = next_seq;
         }
+        let key = state.key;
+        // The batch is in the transaction already: a failure to seal fails the whole group
+        // (a storage error), never this batch alone.
+        state
+            .sealed
+            .seal_due(tables.events, tables.blocks, &session, key, next_seq)
+            .map_err(|e| StoreError::Storage(format!("sealing a block: {e}")))?;
         Ok(AppendAck {
             session,
             first_seq: expected_next_seq,
@@ -721,14 +744,46 @@ impl Store {
 }
 
 impl Drop for Store {
-    /// Makes redb durable and empties the WAL, so the next open has nothing to replay.
+    /// Makes redb durable and empties the WAL, so the next open has nothing to replay; then
+    /// gives the file's free pages back when many are free.
     fn drop(&mut self) {
         if self.is_poisoned() {
             return;
         }
-        let mut wal = lock(&self.wal);
-        // A failure here leaves the WAL in place; the next open replays it.
-        let _ = self.make_durable(&mut wal);
+        let durable = {
+            let mut wal = lock(&self.wal);
+            // A failure here leaves the WAL in place; the next open replays it.
+            self.make_durable(&mut wal).is_ok()
+        };
+        if durable {
+            // Compaction only moves pages between durable states; a failure loses nothing.
+            let _ = guard("compacting", || self.compact_if_sparse());
+        }
+    }
+}
+
+/// A clean close compacts the file when at least this much of it is free...
+const COMPACT_FREE_BYTES_MIN: u64 = 8 << 20;
+/// ...and that is at least this fraction (1/n) of the file.
+const COMPACT_FREE_FRACTION: u64 = 4;
+
+impl Store {
+    /// Compacts the redb file when free pages make up much of it: pages freed by sealing
+    /// (the records that moved into blocks) and by copy-on-write are only reused after a
+    /// durable commit, so a long write leaves up to a WAL's worth of them behind.
+    fn compact_if_sparse(&mut self) -> Result<bool, StoreError> {
+        let file_bytes = std::fs::metadata(&self.path)
+            .map_err(StoreError::storage)?
+            .len();
+        let txn = self.db.begin_write().map_err(StoreError::storage)?;
+        let stats = txn.stats().map_err(StoreError::storage)?;
+        txn.abort().map_err(StoreError::storage)?;
+        let used = stats.allocated_pages() * stats.page_size() as u64;
+        let free = file_bytes.saturating_sub(used);
+        if free < COMPACT_FREE_BYTES_MIN || free * COMPACT_FREE_FRACTION < file_bytes {
+            return Ok(false);
+        }
+        self.db.compact().map_err(StoreError::storage)
     }
 }
 
@@ -758,9 +813,56 @@ fn replay_session(
     }
 }
 
-/// Replays one logged event record: an existing record must be identical.
+/// The tables one append group writes.
+struct GroupTables<'a, 't> {
+    events: &'a mut redb::Table<'t, (u64, u64), &'static [u8]>,
+    checkpoints: &'a mut redb::Table<'t, u64, &'static [u8]>,
+    blocks: &'a mut redb::Table<'t, (u64, u64, u32), &'static [u8]>,
+}
+
+/// The last block a replay decoded: replayed records come in seq order, so a WAL whose
+/// records were sealed before a crash decodes each block once.
+#[derive(Default)]
+struct SealedLookup {
+    block: Option<(u64, sessionlog_format::block::Block)>,
+}
+
+impl SealedLookup {
+    /// The sealed record of `(key, seq)`, if a block holds it.
+    fn get(
+        &mut self,
+        blocks: &redb::Table<(u64, u64, u32), &[u8]>,
+        key: u64,
+        seq: u64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let cached = matches!(&self.block, Some((k, b)) if *k == key && b.record(seq).is_some());
+        if !cached {
+            let mut range = blocks
+                .range((key, 0, 0)..=(key, seq, u32::MAX))
+                .map_err(StoreError::storage)?;
+            let Some(entry) = range.next_back() else {
+                return Ok(None);
+            };
+            let first_seq = entry.map_err(StoreError::storage)?.0.value().1;
+            drop(range);
+            let session = format!("session key {key}");
+            let bytes = blocks::block_bytes(blocks, key, first_seq)?
+                .ok_or_else(|| blocks::corrupt(&session, first_seq, "the block is missing"))?;
+            let block = blocks::decode_at(&bytes, first_seq)
+                .map_err(|e| blocks::corrupt(&session, first_seq, e))?;
+            self.block = Some((key, block));
+        }
+        let record = self.block.as_ref().and_then(|(_, b)| b.record(seq));
+        Ok(record.map(<[u8]>::to_vec))
+    }
+}
+
+/// Replays one logged event record: an existing record (in the events table or sealed in a
+/// block) must be identical.
 fn replay_event(
     events: &mut redb::Table<(u64, u64), &[u8]>,
+    blocks: &redb::Table<(u64, u64, u32), &[u8]>,
+    sealed: &mut SealedLookup,
     key: u64,
     seq: u64,
     record: &[u8],
@@ -768,10 +870,13 @@ fn replay_event(
     record::check_record_crc(record).map_err(|e| StoreError::Corrupt {
         reason: format!("WAL record of seq {seq}: {e}"),
     })?;
-    let same = events
+    let mut same = events
         .get((key, seq))
         .map_err(StoreError::storage)?
         .map(|v| v.value() == record);
+    if same.is_none() {
+        same = sealed.get(blocks, key, seq)?.map(|v| v == record);
+    }
     match same {
         Some(true) => Ok(()),
         Some(false) => Err(StoreError::Corrupt {

@@ -13,6 +13,7 @@ use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{Event, FormatVersion, SessionHeader};
 
+use super::blocks::{Records, SealCursor, BLOCKS};
 use super::tables::{self, CheckpointRecord, SessionRecord, CHECKPOINTS, EVENTS, SESSIONS};
 use super::StoreError;
 
@@ -35,6 +36,8 @@ pub(crate) struct SessionState {
     pub(crate) head_chain: ChainHash,
     /// `next_seq` of the latest persisted checkpoint (0: none).
     pub(crate) checkpoint_next_seq: u64,
+    /// How far the session's records are sealed into blocks.
+    pub(crate) sealed: SealCursor,
 }
 
 /// The rules a session's events follow.
@@ -84,6 +87,9 @@ impl SessionState {
         let ctx = context_of(&session_record);
         let SessionRecord { key, header, .. } = session_record;
         let genesis = record::genesis_chain(&header);
+        let events = txn.open_table(EVENTS).map_err(storage)?;
+        let blocks = txn.open_table(BLOCKS).map_err(storage)?;
+        let sealed = SealCursor::load(&events, &blocks, session, key, &genesis)?;
         let mut state = match load_checkpoint(txn, session, key, ctx)? {
             Some((fold, chain)) => {
                 let next_seq = fold.admission().next_seq();
@@ -94,6 +100,7 @@ impl SessionState {
                     fold,
                     head_chain: chain,
                     checkpoint_next_seq: next_seq,
+                    sealed,
                 }
             }
             None => SessionState {
@@ -103,6 +110,7 @@ impl SessionState {
                 fold: SessionFold::new(ctx),
                 head_chain: genesis,
                 checkpoint_next_seq: 0,
+                sealed,
             },
         };
         let from_seq = state.fold.admission().next_seq();
@@ -166,9 +174,11 @@ fn load_checkpoint(
         return Ok(None);
     };
     let events = txn.open_table(EVENTS).map_err(storage)?;
+    let blocks = txn.open_table(BLOCKS).map_err(storage)?;
+    let mut records = Records::new(&events, &blocks, session, key);
     let mut failure = None;
     let fold = SessionFold::resume(ctx, checkpoint, |seq| {
-        match read_event_unchained(&events, session, key, seq) {
+        match read_event_unchained(&mut records, session, seq) {
             Ok(event) => Some(Arc::new(event)),
             Err(error) => {
                 failure = Some(error);
@@ -188,17 +198,19 @@ fn load_checkpoint(
 }
 
 /// One event by seq, checking its record's crc (its chain is checked by a full walk).
-fn read_event_unchained(
-    events: &impl ReadableTable<(u64, u64), &'static [u8]>,
+fn read_event_unchained<E, B>(
+    records: &mut Records<'_, E, B>,
     session: &str,
-    key: u64,
     seq: u64,
-) -> Result<Event, StoreError> {
-    let bytes = events
-        .get((key, seq))
-        .map_err(storage)?
+) -> Result<Event, StoreError>
+where
+    E: ReadableTable<(u64, u64), &'static [u8]>,
+    B: ReadableTable<(u64, u64, u32), &'static [u8]>,
+{
+    let bytes = records
+        .get(seq)?
         .ok_or_else(|| corrupt(session, seq, "the record is missing"))?;
-    let record = bytes.value();
+    let record = bytes.as_ref();
     let header = record::check_record_crc(record).map_err(|e| corrupt(session, seq, e))?;
     record::decode_checked_body(record, &header, seq).map_err(|e| corrupt(session, seq, e))
 }
@@ -215,22 +227,27 @@ pub(crate) fn for_each_record(
     mut f: impl FnMut(Event) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     let events = txn.open_table(EVENTS).map_err(storage)?;
-    let range = events
-        .range((key, from_seq)..(key, to_seq))
-        .map_err(storage)?;
-    for (expected_seq, entry) in (from_seq..).zip(range) {
-        let (stored_key, bytes) = entry.map_err(storage)?;
-        let (_, seq) = stored_key.value();
+    let blocks = txn.open_table(BLOCKS).map_err(storage)?;
+    let mut records = Records::new(&events, &blocks, session, key);
+    let mut expected_seq = from_seq;
+    records.for_each(from_seq, to_seq, usize::MAX, |seq, bytes, link| {
         if seq != expected_seq {
             let message = format!("the record is missing (next is {seq})");
             return Err(corrupt(session, expected_seq, message));
         }
-        let (event, next_chain) = record::decode_event(bytes.value(), chain, seq)
+        expected_seq += 1;
+        let header = match link {
+            // Rebuilt from a block: the link holds when the block follows our chain.
+            Some(prev_chain) if prev_chain == chain => record::check_record_crc(bytes),
+            Some(_) => Err(record::RecordError::ChainMismatch),
+            None => record::check_record(bytes, chain),
+        }
+        .map_err(|e| corrupt(session, seq, e))?;
+        let event = record::decode_checked_body(bytes, &header, seq)
             .map_err(|e| corrupt(session, seq, e))?;
-        *chain = next_chain;
-        f(event)?;
-    }
-    Ok(())
+        *chain = header.chain;
+        f(event)
+    })
 }
 
 /// The chain hash after `seq` as stored in its record (the genesis for `None`).
@@ -244,13 +261,13 @@ fn chain_before(
         return Ok(record::genesis_chain(&record.header));
     }
     let events = txn.open_table(EVENTS).map_err(storage)?;
+    let blocks = txn.open_table(BLOCKS).map_err(storage)?;
+    let mut records = Records::new(&events, &blocks, session, record.key);
     let prev_seq = from_seq - 1;
-    let bytes = events
-        .get((record.key, prev_seq))
-        .map_err(storage)?
+    let bytes = records
+        .get(prev_seq)?
         .ok_or_else(|| corrupt(session, prev_seq, "the record is missing"))?;
-    let header =
-        record::check_record_crc(bytes.value()).map_err(|e| corrupt(session, prev_seq, e))?;
+    let header = record::check_record_crc(&bytes).map_err(|e| corrupt(session, prev_seq, e))?;
     Ok(header.chain)
 }
 

@@ -20,7 +20,7 @@ pub(crate) const META_KEY: &str = "store";
 /// The store's magic, at the start of the meta record.
 pub(crate) const STORE_MAGIC: [u8; 8] = *b"SESSLOG\0";
 /// The version of this store layout (tables and records); readers refuse newer ones.
-pub const STORE_FORMAT_VERSION: u32 = 1;
+pub const STORE_FORMAT_VERSION: u32 = 2;
 const META_BYTES: usize = 8 + 4 + 4;
 
 /// Encodes the meta record: magic, store version, crc32 of the first 12 bytes.

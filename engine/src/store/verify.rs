@@ -12,6 +12,7 @@ use redb::{ReadTransaction, ReadableDatabase};
 use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
 use sessionlog_format::record::{self, ChainHash, RecordError};
 
+use super::blocks::{self, BLOCKS};
 use super::session::{context_of, decode_checkpoint_body, session_record};
 use super::tables::{CHECKPOINTS, EVENTS};
 use super::{Store, StoreError};
@@ -89,23 +90,41 @@ impl Store {
                 .db()
                 .begin_read()
                 .map_err(|e| StoreError::Storage(e.to_string()))?;
-            let mut reports: Vec<SessionReport> = ids
-                .iter()
-                .map(|id| verify_session(&txn, id))
-                .collect::<Result<_, _>>()?;
+            let mut reports = Vec::with_capacity(ids.len());
+            let mut walked = TableCounts::default();
+            for id in &ids {
+                let (report, counts) = verify_session(&txn, id)?;
+                reports.push(report);
+                walked.events += counts.events;
+                walked.parts += counts.parts;
+            }
             if sessions.is_empty() {
-                check_event_count(&txn, &mut reports)?;
+                check_table_counts(&txn, walked, &mut reports)?;
             }
             Ok(reports)
         })
     }
 }
 
-fn verify_session(txn: &ReadTransaction, session: &str) -> Result<SessionReport, StoreError> {
+/// How many entries of each table a session's walk read.
+#[derive(Debug, Default, Clone, Copy)]
+struct TableCounts {
+    events: u64,
+    parts: u64,
+}
+
+fn verify_session(
+    txn: &ReadTransaction,
+    session: &str,
+) -> Result<(SessionReport, TableCounts), StoreError> {
     let storage = |e: redb::StorageError| StoreError::Storage(e.to_string());
+    let table = |e: redb::TableError| StoreError::Storage(e.to_string());
+    let mut counts = TableCounts::default();
     let record = match session_record(txn, session) {
         Ok(record) => record,
-        Err(StoreError::Corrupt { reason }) => return Ok(Walk::session_fault(session, reason)),
+        Err(StoreError::Corrupt { reason }) => {
+            return Ok((Walk::session_fault(session, reason), counts))
+        }
         Err(other) => return Err(other),
     };
     let checkpoint = read_checkpoint(txn, record.key)?;
@@ -115,40 +134,79 @@ fn verify_session(txn: &ReadTransaction, session: &str) -> Result<SessionReport,
         SessionFold::new(context_of(&record)),
         &checkpoint,
     );
-    let events = txn
-        .open_table(EVENTS)
-        .map_err(|e| StoreError::Storage(e.to_string()))?;
-    for entry in events
-        .range((record.key, 0)..=(record.key, u64::MAX))
+    let key = record.key;
+    // The blocks first, part by part: a block is its parts joined, numbered from 0.
+    let blocks_table = txn.open_table(BLOCKS).map_err(table)?;
+    let mut block: Option<(u64, Vec<u8>, bool)> = None;
+    for entry in blocks_table
+        .range((key, 0, 0)..=(key, u64::MAX, u32::MAX))
         .map_err(storage)?
     {
-        let (key, bytes) = entry.map_err(storage)?;
-        walk.record(key.value().1, bytes.value());
+        let (part_key, bytes) = entry.map_err(storage)?;
+        let (_, first_seq, part) = part_key.value();
+        counts.parts += 1;
+        if block
+            .as_ref()
+            .is_some_and(|(first, _, _)| *first != first_seq)
+        {
+            if let Some((first, joined, dense)) = block.take() {
+                walk.block(first, &joined, dense);
+            }
+        }
+        let (_, joined, dense) = block.get_or_insert_with(|| (first_seq, Vec::new(), true));
+        *dense &= part == joined.len().div_ceil(blocks::BLOCK_PART_BYTES) as u32;
+        joined.extend_from_slice(bytes.value());
     }
-    Ok(walk.finish(checkpoint))
+    if let Some((first, joined, dense)) = block.take() {
+        walk.block(first, &joined, dense);
+    }
+    let events = txn.open_table(EVENTS).map_err(table)?;
+    for entry in events.range((key, 0)..=(key, u64::MAX)).map_err(storage)? {
+        let (stored_key, bytes) = entry.map_err(storage)?;
+        counts.events += 1;
+        walk.record(stored_key.value().1, bytes.value());
+    }
+    Ok((walk.finish(checkpoint), counts))
 }
 
 /// redb keeps each table's length apart from its tree: when the walks of all sessions found
-/// fewer records than that, damage to the tree's inner pages has hidden some (a lost suffix
+/// fewer entries than that, damage to the tree's inner pages has hidden some (a lost suffix
 /// keeps the chain intact, so no record check can see it). The corruption campaign
 /// (RELIABILITY.md) found this case; every session is told, as the damage cannot be placed.
-fn check_event_count(
+fn check_table_counts(
     txn: &ReadTransaction,
+    walked: TableCounts,
     reports: &mut [SessionReport],
 ) -> Result<(), StoreError> {
     use redb::ReadableTableMetadata;
+    let storage = |e: redb::StorageError| StoreError::Storage(e.to_string());
+    let table = |e: redb::TableError| StoreError::Storage(e.to_string());
     let events = txn
         .open_table(EVENTS)
-        .map_err(|e| StoreError::Storage(e.to_string()))?;
-    let stored = events
+        .map_err(table)?
         .len()
-        .map_err(|e| StoreError::Storage(e.to_string()))?;
-    let walked: u64 = reports.iter().map(|r| r.events).sum();
-    if stored != walked {
-        let message = format!(
-            "the events table counts {stored} records but the sessions hold {walked}: \
-             damage to the table hides records"
-        );
+        .map_err(storage)?;
+    let parts = txn
+        .open_table(BLOCKS)
+        .map_err(table)?
+        .len()
+        .map_err(storage)?;
+    let mut messages = Vec::new();
+    if events != walked.events {
+        messages.push(format!(
+            "the events table counts {events} records but the sessions hold {}: \
+             damage to the table hides records",
+            walked.events
+        ));
+    }
+    if parts != walked.parts {
+        messages.push(format!(
+            "the blocks table counts {parts} parts but the sessions hold {}: \
+             damage to the table hides blocks",
+            walked.parts
+        ));
+    }
+    for message in messages {
         for report in reports.iter_mut() {
             report.faults.push(VerifyFault {
                 seq: None,
@@ -189,6 +247,9 @@ pub(crate) struct Walk {
     checkpoint_next_seq: Option<u64>,
     /// The fresh fold's checkpoint and chain at the stored checkpoint's seq.
     fresh_checkpoint: Option<(FoldCheckpoint, ChainHash)>,
+    /// After a lost block: the next record or block starts the walk again (its seq and chain
+    /// are taken as they are), since what was lost is reported already.
+    resync: bool,
 }
 
 impl Walk {
@@ -214,6 +275,7 @@ impl Walk {
                 .and_then(|c| c.as_ref().ok())
                 .map(|c| c.0),
             fresh_checkpoint: None,
+            resync: false,
         }
     }
 
@@ -247,13 +309,69 @@ impl Walk {
         });
     }
 
-    pub(crate) fn record(&mut self, seq: u64, bytes: &[u8]) {
+    /// Walks a sealed block: its parts joined (`dense`: no part number was skipped), then
+    /// each of its records as [`Walk::record`] does. A block that cannot be decoded is one
+    /// fault at its first seq, covering the seqs its header names when it can be read.
+    fn block(&mut self, first_seq: u64, bytes: &[u8], dense: bool) {
+        self.check_seq(first_seq);
+        let decoded = match dense {
+            true => blocks::decode_at(bytes, first_seq),
+            false => Err(sessionlog_format::block::BlockError::Payload {
+                reason: "a part of the block is missing".to_owned(),
+            }),
+        };
+        match decoded {
+            Ok(block) => {
+                let mut prev_chain = block.header.chain_in;
+                for (seq, record) in block.records() {
+                    self.record_linked(seq, record, Some(&prev_chain));
+                    prev_chain.copy_from_slice(&record[4..36]);
+                }
+            }
+            Err(error) => {
+                let kind = match error {
+                    sessionlog_format::block::BlockError::ChecksumMismatch { .. } => {
+                        FaultKind::Checksum
+                    }
+                    sessionlog_format::block::BlockError::ChainOut => FaultKind::Chain,
+                    _ => FaultKind::Decode,
+                };
+                let header = blocks::header_of(bytes).filter(|h| h.first_seq == first_seq);
+                let covered = match header {
+                    Some(header) => format!("seqs {first_seq}..{}", header.end_seq()),
+                    None => format!("seqs from {first_seq}"),
+                };
+                self.fault(first_seq, kind, format!("the block of {covered}: {error}"));
+                self.fold = None;
+                self.resync = true;
+                self.expected_seq = header.map_or(first_seq, |h| h.end_seq());
+            }
+        }
+    }
+
+    /// Checks that `seq` is the next one expected; after a lost block, takes it as it is.
+    fn check_seq(&mut self, seq: u64) {
+        if self.resync {
+            self.expected_seq = seq;
+        }
         if seq != self.expected_seq {
             let message = format!("seqs {}..{seq} are missing", self.expected_seq);
             self.fault(self.expected_seq, FaultKind::Missing, message);
             self.fold = None;
         }
+        self.expected_seq = seq;
+    }
+
+    pub(crate) fn record(&mut self, seq: u64, bytes: &[u8]) {
+        self.record_linked(seq, bytes, None);
+    }
+
+    /// [`Walk::record`]; `link` is the chain a record rebuilt from a block was rebuilt from,
+    /// which stands in for hashing the record again (see `blocks::Records::for_each`).
+    fn record_linked(&mut self, seq: u64, bytes: &[u8], link: Option<&ChainHash>) {
+        self.check_seq(seq);
         self.expected_seq = seq + 1;
+        let resync = std::mem::take(&mut self.resync);
         let header = match record::check_record_crc(bytes) {
             Ok(header) => header,
             Err(error) => {
@@ -270,8 +388,16 @@ impl Walk {
                 return;
             }
         };
-        if let Err(error) = record::check_record(bytes, &self.chain) {
-            self.fault(seq, FaultKind::Chain, error.to_string());
+        // The record after a lost block: its link cannot be checked, only what follows.
+        if !resync {
+            let linked = match link {
+                Some(prev_chain) if *prev_chain == self.chain => Ok(()),
+                Some(_) => Err(RecordError::ChainMismatch),
+                None => record::check_record(bytes, &self.chain).map(|_| ()),
+            };
+            if let Err(error) = linked {
+                self.fault(seq, FaultKind::Chain, error.to_string());
+            }
         }
         self.chain = header.chain;
         let event = match record::decode_checked_body(bytes, &header, seq) {

@@ -4,6 +4,7 @@ mod admission;
 mod agent;
 mod audit;
 mod backends;
+mod blocks;
 mod chain;
 mod compaction;
 mod concurrency;

@@ -1,0 +1,368 @@
+//! Sealed blocks in redb, and reading a session's records wherever they are kept.
+//!
+//! A session's records live in two places: the oldest ones sealed into compressed blocks
+//! (`sessionlog_format::block`), the rest one by one in the events table. Every sealed seq is
+//! below every unsealed one, and the blocks of a session tile `0..sealed_end` without gaps.
+//! A block is stored as parts of at most [`BLOCK_PART_BYTES`], keyed
+//! `(session key, first_seq, part)`: redb gives a value bigger than a page a power-of-two run
+//! of pages, which would waste a third of a block on average, while a part fills one page.
+//! [`Records`] reads by seq or by range across both tables, keeping the last decoded block.
+
+use std::borrow::Cow;
+
+use redb::{ReadableTable, TableDefinition};
+use sessionlog_format::block::{self, Block, BlockError, BlockHeader};
+use sessionlog_format::record::ChainHash;
+
+use super::StoreError;
+
+/// `(session key, first_seq, part)` -> one part of a block record.
+pub(crate) const BLOCKS: TableDefinition<(u64, u64, u32), &[u8]> = TableDefinition::new("blocks");
+
+/// Largest part of a block record: one part and its key fit in one 4 KiB redb leaf page.
+pub(crate) const BLOCK_PART_BYTES: usize = 4000;
+
+/// Most blocks one append group seals per session, so that an unsealed backlog (a store
+/// written by version 1) is sealed a few blocks at a time instead of in one long commit.
+pub(crate) const SEAL_BLOCKS_PER_GROUP: usize = 8;
+
+fn storage(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Storage(error.to_string())
+}
+
+pub(crate) fn corrupt(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        reason: format!("{session}@{seq}: {error}"),
+    }
+}
+
+/// Stores `bytes`, the block record starting at `first_seq`, as its parts.
+pub(crate) fn insert_block(
+    blocks: &mut redb::Table<(u64, u64, u32), &[u8]>,
+    key: u64,
+    first_seq: u64,
+    bytes: &[u8],
+) -> Result<(), StoreError> {
+    for (part, chunk) in (0u32..).zip(bytes.chunks(BLOCK_PART_BYTES)) {
+        blocks
+            .insert((key, first_seq, part), chunk)
+            .map_err(storage)?;
+    }
+    Ok(())
+}
+
+/// The parts of the block at `first_seq`, joined; `None` when there is no such block. A gap
+/// in the part numbers leaves the joined bytes short, which the block's length field catches.
+pub(crate) fn block_bytes(
+    blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    key: u64,
+    first_seq: u64,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let mut out = Vec::new();
+    let mut found = false;
+    let range = blocks
+        .range((key, first_seq, 0)..=(key, first_seq, u32::MAX))
+        .map_err(storage)?;
+    for (expected_part, entry) in (0u32..).zip(range) {
+        let (stored_key, part) = entry.map_err(storage)?;
+        if stored_key.value().2 != expected_part {
+            break;
+        }
+        out.extend_from_slice(part.value());
+        found = true;
+    }
+    Ok(found.then_some(out))
+}
+
+/// The first_seq of the block that would hold `seq`: the last block starting at or before it.
+fn block_start_at_or_before(
+    blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    key: u64,
+    seq: u64,
+) -> Result<Option<u64>, StoreError> {
+    let mut range = blocks
+        .range((key, 0, 0)..=(key, seq, u32::MAX))
+        .map_err(storage)?;
+    match range.next_back() {
+        Some(entry) => Ok(Some(entry.map_err(storage)?.0.value().1)),
+        None => Ok(None),
+    }
+}
+
+/// Where a session's sealed blocks end: the seq after the last block (0 with none) and the
+/// chain hash of that block's last record (`genesis` with none). The last block's crc is
+/// checked; a damaged last block is corruption.
+pub(crate) fn sealed_end(
+    blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    session: &str,
+    key: u64,
+    genesis: &ChainHash,
+) -> Result<(u64, ChainHash), StoreError> {
+    let Some(first_seq) = block_start_at_or_before(blocks, key, u64::MAX)? else {
+        return Ok((0, *genesis));
+    };
+    let bytes = block_bytes(blocks, key, first_seq)?
+        .ok_or_else(|| corrupt(session, first_seq, "the block's first part is missing"))?;
+    let header = block::check_block_crc(&bytes).map_err(|e| block_fault(session, first_seq, &e))?;
+    if header.first_seq != first_seq {
+        return Err(corrupt(
+            session,
+            first_seq,
+            format!(
+                "the block is keyed at {first_seq} but says {}",
+                header.first_seq
+            ),
+        ));
+    }
+    Ok((header.end_seq(), header.chain_out))
+}
+
+fn block_fault(session: &str, first_seq: u64, error: &BlockError) -> StoreError {
+    corrupt(
+        session,
+        first_seq,
+        format!("the block at seq {first_seq}: {error}"),
+    )
+}
+
+/// Decodes the block at `first_seq` and checks it sits where its key says.
+pub(crate) fn decode_at(bytes: &[u8], first_seq: u64) -> Result<Block, BlockError> {
+    let block = block::decode_block(bytes)?;
+    if block.header.first_seq != first_seq {
+        return Err(BlockError::Header {
+            reason: format!(
+                "the block is keyed at seq {first_seq} but starts at {}",
+                block.header.first_seq
+            ),
+        });
+    }
+    Ok(block)
+}
+
+/// A session's records, read from its blocks and its events table.
+pub(crate) struct Records<'t, E, B> {
+    events: &'t E,
+    blocks: &'t B,
+    session: &'t str,
+    key: u64,
+    /// The last block decoded, for reads that walk the same block.
+    cached: Option<Block>,
+}
+
+impl<'t, E, B> Records<'t, E, B>
+where
+    E: ReadableTable<(u64, u64), &'static [u8]>,
+    B: ReadableTable<(u64, u64, u32), &'static [u8]>,
+{
+    pub(crate) fn new(events: &'t E, blocks: &'t B, session: &'t str, key: u64) -> Self {
+        Records {
+            events,
+            blocks,
+            session,
+            key,
+            cached: None,
+        }
+    }
+
+    /// The block starting at `first_seq`, decoded (or from the cache).
+    fn load_block(&mut self, first_seq: u64) -> Result<Option<&Block>, StoreError> {
+        let hit = matches!(&self.cached, Some(b) if b.header.first_seq == first_seq);
+        if !hit {
+            let Some(bytes) = block_bytes(self.blocks, self.key, first_seq)? else {
+                return Ok(None);
+            };
+            let block = decode_at(&bytes, first_seq)
+                .map_err(|e| block_fault(self.session, first_seq, &e))?;
+            self.cached = Some(block);
+        }
+        Ok(self.cached.as_ref())
+    }
+
+    /// The record of `seq`, or `None` when neither table holds it.
+    pub(crate) fn get(&mut self, seq: u64) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
+        if let Some(bytes) = self.events.get((self.key, seq)).map_err(storage)? {
+            return Ok(Some(Cow::Owned(bytes.value().to_vec())));
+        }
+        let Some(first_seq) = block_start_at_or_before(self.blocks, self.key, seq)? else {
+            return Ok(None);
+        };
+        let Some(block) = self.load_block(first_seq)? else {
+            return Ok(None);
+        };
+        Ok(block.record(seq).map(Cow::Borrowed))
+    }
+
+    /// Calls `f` with every record of `from_seq..to_seq` that is stored, in seq order, the
+    /// first `max_records` of them: the blocks' records, then the events table's. Density is
+    /// the caller's to check. A record rebuilt from a block comes with the chain it was
+    /// rebuilt from (`Some(prev_chain)`): its link was computed while rebuilding, so the
+    /// caller only compares that chain with its own instead of hashing the record again.
+    pub(crate) fn for_each(
+        &mut self,
+        from_seq: u64,
+        to_seq: u64,
+        max_records: usize,
+        mut f: impl FnMut(u64, &[u8], Option<&ChainHash>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let left = std::cell::Cell::new(max_records);
+        let mut f = |seq: u64, bytes: &[u8], link: Option<&ChainHash>| {
+            if left.get() == 0 {
+                return Ok(false);
+            }
+            left.set(left.get() - 1);
+            f(seq, bytes, link)?;
+            Ok::<bool, StoreError>(true)
+        };
+        let mut next = from_seq;
+        // A range that starts in the events table has nothing sealed in it.
+        let unsealed = self
+            .events
+            .get((self.key, from_seq))
+            .map_err(storage)?
+            .is_some();
+        let start = match unsealed {
+            true => None,
+            false => block_start_at_or_before(self.blocks, self.key, from_seq)?,
+        };
+        if let Some(mut first_seq) = start {
+            while next < to_seq {
+                let Some(block) = self.load_block(first_seq)? else {
+                    break;
+                };
+                let mut prev_chain = block.header.chain_in;
+                for (seq, record) in block.records() {
+                    if seq >= next && seq < to_seq && !f(seq, record, Some(&prev_chain))? {
+                        return Ok(());
+                    }
+                    prev_chain.copy_from_slice(&record[4..36]);
+                }
+                let end = block.header.end_seq();
+                if end <= next {
+                    break;
+                }
+                next = end;
+                first_seq = end;
+            }
+        }
+        if next >= to_seq || left.get() == 0 {
+            return Ok(());
+        }
+        let range = self
+            .events
+            .range((self.key, next)..(self.key, to_seq))
+            .map_err(storage)?;
+        for entry in range {
+            let (stored_key, bytes) = entry.map_err(storage)?;
+            if !f(stored_key.value().1, bytes.value(), None)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The header of a block record read by [`block_bytes`], for reports that must say which seqs
+/// a damaged block covered.
+pub(crate) fn header_of(bytes: &[u8]) -> Option<BlockHeader> {
+    block::block_header(bytes).ok()
+}
+
+/// Where a session's sealing stands: the blocks end at `end`, whose record before has chain
+/// `chain`, and the events table holds about `unsealed_bytes` of records after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SealCursor {
+    pub(crate) end: u64,
+    pub(crate) chain: ChainHash,
+    pub(crate) unsealed_bytes: u64,
+}
+
+impl SealCursor {
+    /// Whether the unsealed records fill a block.
+    fn due(&self, next_seq: u64) -> bool {
+        next_seq - self.end >= block::BLOCK_EVENTS_MAX as u64
+            || self.unsealed_bytes >= block::BLOCK_RAW_BYTES_TARGET as u64
+    }
+
+    /// The cursor of a session: the end of its blocks, and the bytes of the records after it
+    /// (counted over at most one block's worth of records: more is due in any case).
+    pub(crate) fn load(
+        events: &impl ReadableTable<(u64, u64), &'static [u8]>,
+        blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+        session: &str,
+        key: u64,
+        genesis: &ChainHash,
+    ) -> Result<SealCursor, StoreError> {
+        let (end, chain) = sealed_end(blocks, session, key, genesis)?;
+        let mut unsealed_bytes = 0u64;
+        let range = events
+            .range((key, end)..=(key, u64::MAX))
+            .map_err(storage)?;
+        for entry in range.take(block::BLOCK_EVENTS_MAX) {
+            unsealed_bytes += entry.map_err(storage)?.1.value().len() as u64;
+        }
+        Ok(SealCursor {
+            end,
+            chain,
+            unsealed_bytes,
+        })
+    }
+
+    /// Seals full blocks of the unsealed records before `next_seq` (at most
+    /// [`SEAL_BLOCKS_PER_GROUP`]): each block is written and its records leave the events
+    /// table, in the caller's transaction. A record that does not chain is corruption.
+    pub(crate) fn seal_due(
+        &mut self,
+        events: &mut redb::Table<(u64, u64), &[u8]>,
+        blocks: &mut redb::Table<(u64, u64, u32), &[u8]>,
+        session: &str,
+        key: u64,
+        next_seq: u64,
+    ) -> Result<usize, StoreError> {
+        let mut sealed = 0;
+        while sealed < SEAL_BLOCKS_PER_GROUP && self.due(next_seq) {
+            let mut run: Vec<Vec<u8>> = Vec::new();
+            let mut run_bytes = 0usize;
+            let range = events
+                .range((key, self.end)..(key, next_seq))
+                .map_err(storage)?;
+            for entry in range {
+                let (stored_key, bytes) = entry.map_err(storage)?;
+                let expected = self.end + run.len() as u64;
+                if stored_key.value().1 != expected {
+                    return Err(corrupt(session, expected, "the record is missing"));
+                }
+                run_bytes += bytes.value().len();
+                run.push(bytes.value().to_vec());
+                if run.len() == block::BLOCK_EVENTS_MAX
+                    || run_bytes >= block::BLOCK_RAW_BYTES_TARGET
+                {
+                    break;
+                }
+            }
+            let full =
+                run.len() == block::BLOCK_EVENTS_MAX || run_bytes >= block::BLOCK_RAW_BYTES_TARGET;
+            if !full {
+                self.unsealed_bytes = run_bytes as u64;
+                break;
+            }
+            let bytes = block::encode_block(self.end, &self.chain, run.iter().map(Vec::as_slice))
+                .map_err(|e| block_fault(session, self.end, &e))?;
+            let header =
+                block::block_header(&bytes).map_err(|e| block_fault(session, self.end, &e))?;
+            insert_block(blocks, key, self.end, &bytes)?;
+            for seq in self.end..header.end_seq() {
+                events.remove((key, seq)).map_err(storage)?;
+            }
+            self.end = header.end_seq();
+            self.chain = header.chain_out;
+            self.unsealed_bytes = self.unsealed_bytes.saturating_sub(run_bytes as u64);
+            sealed += 1;
+        }
+        Ok(sealed)
+    }
+
+    /// Counts a batch of `bytes` appended after the cursor.
+    pub(crate) fn add(&mut self, bytes: usize) {
+        self.unsealed_bytes += bytes as u64;
+    }
+}
