@@ -89,25 +89,39 @@ pub async fn serve(
         .await
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM. The handlers are installed when this is called,
+/// not when the future is first polled: `run` calls it before it announces its address, so a
+/// signal sent as soon as the address is known finds them (the default action would kill the
+/// process instead of shutting it down). Must be called inside a tokio runtime.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (interrupt, terminate) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+        )
     };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {}
-        () = terminate => {}
+    async move {
+        #[cfg(unix)]
+        {
+            let wait = |signal: Option<tokio::signal::unix::Signal>| async move {
+                match signal {
+                    Some(mut signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = wait(interrupt) => {}
+                () = wait(terminate) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
@@ -149,16 +163,12 @@ pub fn run(config: &ServeConfig, on_listening: impl FnOnce(SocketAddr)) -> Resul
         let addr = listener
             .local_addr()
             .map_err(|e| Error::io(Path::new(&config.listen.to_string()), e))?;
+        let shutdown = shutdown_signal();
         tracing::info!(%addr, backend = service.store().backend_name(), "listening");
         on_listening(addr);
-        serve(
-            listener,
-            service,
-            ServerOptions { token },
-            shutdown_signal(),
-        )
-        .await
-        .map_err(|e| Error::io(Path::new(&addr.to_string()), e))?;
+        serve(listener, service, ServerOptions { token }, shutdown)
+            .await
+            .map_err(|e| Error::io(Path::new(&addr.to_string()), e))?;
         tracing::info!(%addr, "stopped");
         Ok(())
     })

@@ -6,7 +6,8 @@
 //! A block is stored as parts of at most [`BLOCK_PART_BYTES`], keyed
 //! `(session key, first_seq, part)`: redb gives a value bigger than a page a power-of-two run
 //! of pages, which would waste a third of a block on average, while a part fills one page.
-//! [`Records`] reads by seq or by range across both tables, keeping the last decoded block.
+//! [`Records`] reads by seq or by range across both tables, keeping the last decoded block;
+//! `super::sealer` moves full runs of records into blocks.
 
 use std::borrow::Cow;
 
@@ -21,10 +22,6 @@ pub(crate) const BLOCKS: TableDefinition<(u64, u64, u32), &[u8]> = TableDefiniti
 
 /// Largest part of a block record: one part and its key fit in one 4 KiB redb leaf page.
 pub(crate) const BLOCK_PART_BYTES: usize = 4000;
-
-/// Most blocks one append group seals per session, so that an unsealed backlog (a store
-/// written by version 1) is sealed a few blocks at a time instead of in one long commit.
-pub(crate) const SEAL_BLOCKS_PER_GROUP: usize = 8;
 
 fn storage(error: impl std::fmt::Display) -> StoreError {
     StoreError::Storage(error.to_string())
@@ -265,104 +262,4 @@ where
 /// a damaged block covered.
 pub(crate) fn header_of(bytes: &[u8]) -> Option<BlockHeader> {
     block::block_header(bytes).ok()
-}
-
-/// Where a session's sealing stands: the blocks end at `end`, whose record before has chain
-/// `chain`, and the events table holds about `unsealed_bytes` of records after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SealCursor {
-    pub(crate) end: u64,
-    pub(crate) chain: ChainHash,
-    pub(crate) unsealed_bytes: u64,
-}
-
-impl SealCursor {
-    /// Whether the unsealed records fill a block.
-    fn due(&self, next_seq: u64) -> bool {
-        next_seq - self.end >= block::BLOCK_EVENTS_MAX as u64
-            || self.unsealed_bytes >= block::BLOCK_RAW_BYTES_TARGET as u64
-    }
-
-    /// The cursor of a session: the end of its blocks, and the bytes of the records after it
-    /// (counted over at most one block's worth of records: more is due in any case).
-    pub(crate) fn load(
-        events: &impl ReadableTable<(u64, u64), &'static [u8]>,
-        blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
-        session: &str,
-        key: u64,
-        genesis: &ChainHash,
-    ) -> Result<SealCursor, StoreError> {
-        let (end, chain) = sealed_end(blocks, session, key, genesis)?;
-        let mut unsealed_bytes = 0u64;
-        let range = events
-            .range((key, end)..=(key, u64::MAX))
-            .map_err(storage)?;
-        for entry in range.take(block::BLOCK_EVENTS_MAX) {
-            unsealed_bytes += entry.map_err(storage)?.1.value().len() as u64;
-        }
-        Ok(SealCursor {
-            end,
-            chain,
-            unsealed_bytes,
-        })
-    }
-
-    /// Seals full blocks of the unsealed records before `next_seq` (at most
-    /// [`SEAL_BLOCKS_PER_GROUP`]): each block is written and its records leave the events
-    /// table, in the caller's transaction. A record that does not chain is corruption.
-    pub(crate) fn seal_due(
-        &mut self,
-        events: &mut redb::Table<(u64, u64), &[u8]>,
-        blocks: &mut redb::Table<(u64, u64, u32), &[u8]>,
-        session: &str,
-        key: u64,
-        next_seq: u64,
-    ) -> Result<usize, StoreError> {
-        let mut sealed = 0;
-        while sealed < SEAL_BLOCKS_PER_GROUP && self.due(next_seq) {
-            let mut run: Vec<Vec<u8>> = Vec::new();
-            let mut run_bytes = 0usize;
-            let range = events
-                .range((key, self.end)..(key, next_seq))
-                .map_err(storage)?;
-            for entry in range {
-                let (stored_key, bytes) = entry.map_err(storage)?;
-                let expected = self.end + run.len() as u64;
-                if stored_key.value().1 != expected {
-                    return Err(corrupt(session, expected, "the record is missing"));
-                }
-                run_bytes += bytes.value().len();
-                run.push(bytes.value().to_vec());
-                if run.len() == block::BLOCK_EVENTS_MAX
-                    || run_bytes >= block::BLOCK_RAW_BYTES_TARGET
-                {
-                    break;
-                }
-            }
-            let full =
-                run.len() == block::BLOCK_EVENTS_MAX || run_bytes >= block::BLOCK_RAW_BYTES_TARGET;
-            if !full {
-                self.unsealed_bytes = run_bytes as u64;
-                break;
-            }
-            let bytes = block::encode_block(self.end, &self.chain, run.iter().map(Vec::as_slice))
-                .map_err(|e| block_fault(session, self.end, &e))?;
-            let header =
-                block::block_header(&bytes).map_err(|e| block_fault(session, self.end, &e))?;
-            insert_block(blocks, key, self.end, &bytes)?;
-            for seq in self.end..header.end_seq() {
-                events.remove((key, seq)).map_err(storage)?;
-            }
-            self.end = header.end_seq();
-            self.chain = header.chain_out;
-            self.unsealed_bytes = self.unsealed_bytes.saturating_sub(run_bytes as u64);
-            sealed += 1;
-        }
-        Ok(sealed)
-    }
-
-    /// Counts a batch of `bytes` appended after the cursor.
-    pub(crate) fn add(&mut self, bytes: usize) {
-        self.unsealed_bytes += bytes as u64;
-    }
 }

@@ -10,6 +10,7 @@
 
 pub(crate) mod backend;
 mod blocks;
+mod sealer;
 mod session;
 mod tables;
 pub mod verify;
@@ -26,6 +27,7 @@ use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::{Event, FormatVersion, SessionHeader, Violation};
 
 use self::blocks::BLOCKS;
+use self::sealer::{Hint, Sealer};
 pub use self::session::Head;
 use self::session::SessionState;
 pub use self::tables::STORE_FORMAT_VERSION;
@@ -195,12 +197,13 @@ pub struct AppendAck {
 
 /// The embedded store.
 pub struct Store {
-    db: Database,
+    db: Arc<Database>,
     path: PathBuf,
     sessions: Mutex<HashMap<String, Arc<Mutex<SessionState>>>>,
     /// The write lock: held for a whole append group or session creation.
     wal: Mutex<Wal>,
-    poisoned: AtomicBool,
+    poisoned: Arc<AtomicBool>,
+    sealer: Sealer,
 }
 
 impl std::fmt::Debug for Store {
@@ -319,15 +322,17 @@ impl Store {
         db: Database,
         (wal, replay): (Wal, Vec<WalEntry>),
     ) -> Result<Store, StoreError> {
-        let store = Store {
-            db,
+        let mut store = Store {
+            db: Arc::new(db),
             path: path.to_owned(),
             sessions: Mutex::new(HashMap::new()),
             wal: Mutex::new(wal),
-            poisoned: AtomicBool::new(false),
+            poisoned: Arc::new(AtomicBool::new(false)),
+            sealer: Sealer::idle(),
         };
         store.init_tables()?;
         store.replay(replay)?;
+        store.sealer = Sealer::spawn(Arc::clone(&store.db), Arc::clone(&store.poisoned));
         Ok(store)
     }
 
@@ -585,6 +590,7 @@ impl Store {
             .map_err(|e| fail(StoreError::storage(e)))?;
         let mut results = Vec::with_capacity(n_requests);
         let mut frame = FrameBuilder::default();
+        let mut hints = Vec::new();
         {
             let mut events = txn
                 .open_table(EVENTS)
@@ -592,16 +598,12 @@ impl Store {
             let mut checkpoints = txn
                 .open_table(CHECKPOINTS)
                 .map_err(|e| fail(StoreError::storage(e)))?;
-            let mut blocks = txn
-                .open_table(BLOCKS)
-                .map_err(|e| fail(StoreError::storage(e)))?;
             for request in requests {
                 let mut tables = GroupTables {
                     events: &mut events,
                     checkpoints: &mut checkpoints,
-                    blocks: &mut blocks,
                 };
-                let staged = self.stage(request, &mut tables, &mut frame);
+                let staged = self.stage(request, &mut tables, &mut frame, &mut hints);
                 match staged {
                     Err(StoreError::Storage(message)) => {
                         return Err(fail(StoreError::Storage(message)))
@@ -622,19 +624,24 @@ impl Store {
             let _ = wal.truncate_to(wal_len_before + wal::HEADER_BYTES);
             return Err(fail(StoreError::storage(error)));
         }
+        for hint in hints {
+            self.sealer.hint(hint);
+        }
         if wal.frames_len_bytes() > wal::DURABLE_BYTES_MAX {
             self.make_durable(wal).map_err(fail)?;
         }
         Ok(results)
     }
 
-    /// Admits one batch into its session's fold, inserts its records into the open
-    /// transaction, and seals the session's records into blocks when a block is full.
+    /// Admits one batch into its session's fold and inserts its records into the open
+    /// transaction; when a block's worth is pending, adds the session to `hints` for the
+    /// sealer (sent once the group is committed).
     fn stage(
         &self,
         request: AppendRequest,
         tables: &mut GroupTables<'_, '_>,
         frame: &mut FrameBuilder,
+        hints: &mut Vec<Hint>,
     ) -> Result<AppendAck, StoreError> {
         let AppendRequest {
             session,
@@ -660,7 +667,7 @@ impl Store {
                 .insert((state.key, event.seq), buf.as_slice())
                 .map_err(StoreError::storage)?;
             frame.push(state.key, event.seq, &buf);
-            state.sealed.add(buf.len());
+            state.pending.add(buf.len());
         }
         state.head_chain = chain;
         let next_seq = state.fold.admission().next_seq();
@@ -672,13 +679,13 @@ impl Store {
                 .map_err(StoreError::storage)?;
             state.checkpoint_next_seq = next_seq;
         }
-        let key = state.key;
-        // The batch is in the transaction already: a failure to seal fails the whole group
-        // (a storage error), never this batch alone.
-        state
-            .sealed
-            .seal_due(tables.events, tables.blocks, &session, key, next_seq)
-            .map_err(|e| StoreError::Storage(format!("sealing a block: {e}")))?;
+        if state.pending.take_due() {
+            hints.push(Hint {
+                key: state.key,
+                session: session.clone(),
+                genesis: record::genesis_chain(&state.header),
+            });
+        }
         Ok(AppendAck {
             session,
             first_seq: expected_next_seq,
@@ -747,8 +754,31 @@ impl Drop for Store {
     /// Makes redb durable and empties the WAL, so the next open has nothing to replay; then
     /// gives the file's free pages back when many are free.
     fn drop(&mut self) {
+        self.sealer.stop();
         if self.is_poisoned() {
             return;
+        }
+        // What the sealer had not reached yet: a closed store holds every full block sealed.
+        let loaded: Vec<Hint> = lock(&self.sessions)
+            .iter()
+            .map(|(session, state)| {
+                let state = lock(state);
+                Hint {
+                    key: state.key,
+                    session: session.clone(),
+                    genesis: record::genesis_chain(&state.header),
+                }
+            })
+            .collect();
+        for hint in &loaded {
+            if guard("sealing", || {
+                sealer::seal_session(&self.db, hint, usize::MAX)
+            })
+            .is_err()
+            {
+                // Unsealed records are as good as sealed ones; the next open goes on.
+                break;
+            }
         }
         let durable = {
             let mut wal = lock(&self.wal);
@@ -783,7 +813,10 @@ impl Store {
         if free < COMPACT_FREE_BYTES_MIN || free * COMPACT_FREE_FRACTION < file_bytes {
             return Ok(false);
         }
-        self.db.compact().map_err(StoreError::storage)
+        let Some(db) = Arc::get_mut(&mut self.db) else {
+            return Ok(false);
+        };
+        db.compact().map_err(StoreError::storage)
     }
 }
 
@@ -817,7 +850,6 @@ fn replay_session(
 struct GroupTables<'a, 't> {
     events: &'a mut redb::Table<'t, (u64, u64), &'static [u8]>,
     checkpoints: &'a mut redb::Table<'t, u64, &'static [u8]>,
-    blocks: &'a mut redb::Table<'t, (u64, u64, u32), &'static [u8]>,
 }
 
 /// The last block a replay decoded: replayed records come in seq order, so a WAL whose

@@ -13,7 +13,8 @@ use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{Event, FormatVersion, SessionHeader};
 
-use super::blocks::{Records, SealCursor, BLOCKS};
+use super::blocks::{Records, BLOCKS};
+use super::sealer::Pending;
 use super::tables::{self, CheckpointRecord, SessionRecord, CHECKPOINTS, EVENTS, SESSIONS};
 use super::StoreError;
 
@@ -36,8 +37,8 @@ pub(crate) struct SessionState {
     pub(crate) head_chain: ChainHash,
     /// `next_seq` of the latest persisted checkpoint (0: none).
     pub(crate) checkpoint_next_seq: u64,
-    /// How far the session's records are sealed into blocks.
-    pub(crate) sealed: SealCursor,
+    /// What the session appended since it was last hinted to the sealer.
+    pub(crate) pending: Pending,
 }
 
 /// The rules a session's events follow.
@@ -89,7 +90,7 @@ impl SessionState {
         let genesis = record::genesis_chain(&header);
         let events = txn.open_table(EVENTS).map_err(storage)?;
         let blocks = txn.open_table(BLOCKS).map_err(storage)?;
-        let sealed = SealCursor::load(&events, &blocks, session, key, &genesis)?;
+        let pending = Pending::load(&events, &blocks, session, key, &genesis)?;
         let mut state = match load_checkpoint(txn, session, key, ctx)? {
             Some((fold, chain)) => {
                 let next_seq = fold.admission().next_seq();
@@ -100,7 +101,7 @@ impl SessionState {
                     fold,
                     head_chain: chain,
                     checkpoint_next_seq: next_seq,
-                    sealed,
+                    pending,
                 }
             }
             None => SessionState {
@@ -110,7 +111,7 @@ impl SessionState {
                 fold: SessionFold::new(ctx),
                 head_chain: genesis,
                 checkpoint_next_seq: 0,
-                sealed,
+                pending,
             },
         };
         let from_seq = state.fold.admission().next_seq();

@@ -1,0 +1,223 @@
+//! Sealing: moving a session's full runs of unsealed records into compressed blocks, on a
+//! thread of its own so that compression never sits on an append's path.
+//!
+//! The writer counts what each session appends ([`Pending`]) and, once a block's worth has
+//! been committed, hints the session to the [`Sealer`]. The sealer reads the run in a read
+//! transaction, compresses it outside any lock, then swaps it in with one non-durable write
+//! transaction (the block in, its records out), which the next durable commit persists with
+//! everything else. Sealing is a reorganisation, not a write of new data: a crash before the
+//! durable commit leaves the records where they were, a crash after it leaves the block, and
+//! both read the same bytes. Only the sealer (and, once it has stopped, the closing store)
+//! writes blocks or removes records from the events table, so a run read in one transaction
+//! is still unsealed when it is swapped in the next.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+use sessionlog_format::block::{self, BLOCK_EVENTS_MAX, BLOCK_RAW_BYTES_TARGET};
+use sessionlog_format::record::ChainHash;
+
+use super::blocks::{self, corrupt, BLOCKS};
+use super::tables::EVENTS;
+use super::StoreError;
+
+fn storage(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Storage(error.to_string())
+}
+
+/// What a session appended since it was last hinted to the sealer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Pending {
+    events: u64,
+    bytes: u64,
+}
+
+impl Pending {
+    /// The backlog of a session as it loads: its unsealed records after its last block
+    /// (counted over at most one block's worth: more is due in any case).
+    pub(crate) fn load(
+        events: &impl ReadableTable<(u64, u64), &'static [u8]>,
+        blocks_table: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+        session: &str,
+        key: u64,
+        genesis: &ChainHash,
+    ) -> Result<Pending, StoreError> {
+        let (end, _) = blocks::sealed_end(blocks_table, session, key, genesis)?;
+        let mut pending = Pending::default();
+        let range = events
+            .range((key, end)..=(key, u64::MAX))
+            .map_err(storage)?;
+        for entry in range.take(BLOCK_EVENTS_MAX) {
+            pending.add(entry.map_err(storage)?.1.value().len());
+        }
+        Ok(pending)
+    }
+
+    /// Counts one appended record of `bytes`.
+    pub(crate) fn add(&mut self, bytes: usize) {
+        self.events += 1;
+        self.bytes += bytes as u64;
+    }
+
+    /// Whether a block's worth is pending; if so, the count starts again.
+    pub(crate) fn take_due(&mut self) -> bool {
+        let due =
+            self.events >= BLOCK_EVENTS_MAX as u64 || self.bytes >= BLOCK_RAW_BYTES_TARGET as u64;
+        if due {
+            *self = Pending::default();
+        }
+        due
+    }
+}
+
+/// A session to look at: its key, id (for messages) and genesis chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hint {
+    pub(crate) key: u64,
+    pub(crate) session: String,
+    pub(crate) genesis: ChainHash,
+}
+
+/// The sealing thread and the channel that feeds it hints.
+pub(crate) struct Sealer {
+    hints: Option<Sender<Hint>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Sealer {
+    /// A sealer with no thread (hints are dropped): a store before it is fully open.
+    pub(crate) fn idle() -> Sealer {
+        Sealer {
+            hints: None,
+            thread: None,
+        }
+    }
+
+    /// Starts the thread. A storage error while sealing poisons the store (`poisoned`).
+    pub(crate) fn spawn(db: Arc<Database>, poisoned: Arc<AtomicBool>) -> Sealer {
+        let (hints, receiver) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("sessionlog-sealer".to_owned())
+            .spawn(move || run(&db, &poisoned, &receiver))
+            .ok();
+        Sealer {
+            hints: Some(hints),
+            thread,
+        }
+    }
+
+    /// Asks the thread to look at a session; ignored once it has stopped.
+    pub(crate) fn hint(&self, hint: Hint) {
+        if let Some(hints) = &self.hints {
+            let _ = hints.send(hint);
+        }
+    }
+
+    /// Stops the thread after the work in hand, dropping hints not yet taken, and waits.
+    pub(crate) fn stop(&mut self) {
+        self.hints = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Sealer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(db: &Database, poisoned: &AtomicBool, receiver: &Receiver<Hint>) {
+    while let Ok(first) = receiver.recv() {
+        // Hints that piled up while the last ones were sealed: each session once.
+        let mut sessions = BTreeMap::new();
+        for hint in std::iter::once(first).chain(receiver.try_iter()) {
+            sessions.insert(hint.key, hint);
+        }
+        for hint in sessions.values() {
+            if poisoned.load(Ordering::SeqCst) {
+                return;
+            }
+            let sealed = super::guard("sealing", || seal_session(db, hint, usize::MAX));
+            if let Err(error) = sealed {
+                tracing::error!(session = %hint.session, %error, "sealing failed; the store stops taking writes");
+                poisoned.store(true, Ordering::SeqCst);
+                return;
+            }
+        }
+    }
+}
+
+/// Seals the full runs of the session's unsealed records into blocks, at most `max_blocks`,
+/// one transaction each; returns how many. A run that does not chain is corruption.
+pub(crate) fn seal_session(
+    db: &Database,
+    hint: &Hint,
+    max_blocks: usize,
+) -> Result<usize, StoreError> {
+    let Hint {
+        key,
+        session,
+        genesis,
+    } = hint;
+    let mut sealed = 0;
+    while sealed < max_blocks {
+        let (first_seq, chain_in, run) = {
+            let txn = db.begin_read().map_err(storage)?;
+            let events = txn.open_table(EVENTS).map_err(storage)?;
+            let blocks_table = txn.open_table(BLOCKS).map_err(storage)?;
+            let (end, chain) = blocks::sealed_end(&blocks_table, session, *key, genesis)?;
+            let Some(run) = full_run(&events, session, *key, end)? else {
+                return Ok(sealed);
+            };
+            (end, chain, run)
+        };
+        let bytes = block::encode_block(first_seq, &chain_in, run.iter().map(Vec::as_slice))
+            .map_err(|e| corrupt(session, first_seq, format!("sealing: {e}")))?;
+        let mut txn = db.begin_write().map_err(storage)?;
+        txn.set_durability(Durability::None).map_err(storage)?;
+        {
+            let mut blocks_table = txn.open_table(BLOCKS).map_err(storage)?;
+            blocks::insert_block(&mut blocks_table, *key, first_seq, &bytes)?;
+            let mut events = txn.open_table(EVENTS).map_err(storage)?;
+            for seq in first_seq..first_seq + run.len() as u64 {
+                events.remove((*key, seq)).map_err(storage)?;
+            }
+        }
+        txn.commit().map_err(storage)?;
+        sealed += 1;
+    }
+    Ok(sealed)
+}
+
+/// The records from `end` that fill one block, or `None` when they do not fill one yet.
+fn full_run(
+    events: &impl ReadableTable<(u64, u64), &'static [u8]>,
+    session: &str,
+    key: u64,
+    end: u64,
+) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
+    let mut run: Vec<Vec<u8>> = Vec::new();
+    let mut run_bytes = 0usize;
+    let range = events
+        .range((key, end)..=(key, u64::MAX))
+        .map_err(storage)?;
+    for entry in range {
+        let (stored_key, bytes) = entry.map_err(storage)?;
+        let expected = end + run.len() as u64;
+        if stored_key.value().1 != expected {
+            return Err(corrupt(session, expected, "sealing: the record is missing"));
+        }
+        run_bytes += bytes.value().len();
+        run.push(bytes.value().to_vec());
+        if run.len() == BLOCK_EVENTS_MAX || run_bytes >= BLOCK_RAW_BYTES_TARGET {
+            return Ok(Some(run));
+        }
+    }
+    Ok(None)
+}
