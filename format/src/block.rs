@@ -29,8 +29,10 @@ pub const BLOCK_EVENTS_MAX: usize = 1024;
 pub const BLOCK_RAW_BYTES_TARGET: usize = 1 << 20;
 /// Largest payload: the target plus one record of the largest size.
 pub const BLOCK_RAW_BYTES_MAX: usize = BLOCK_RAW_BYTES_TARGET + (80 << 20);
-/// zstd level of block payloads: sealing is off the acknowledgement path, so favour size.
-pub const BLOCK_ZSTD_LEVEL: i32 = 3;
+/// zstd level of block payloads. Measured on sealed payloads of a generated session (100k
+/// events, 1 MiB blocks), against the `.jsonl.zstd` of the same events at level 3: level 1
+/// 1.19x the size at 450 MB/s, level 2 1.08x at 389 MB/s, level 3 1.03x at 315 MB/s.
+pub const BLOCK_ZSTD_LEVEL: i32 = 2;
 
 const CRC_BYTES: usize = 4;
 const CHAIN_END: usize = CRC_BYTES + 32;
