@@ -4,17 +4,20 @@
 //! ```text
 //! cargo run --release -p sessionlog-benches --bin compare -- [--quick] [--json]
 //!     [--scales 1000,10000,100000] [--migrate-scales N,..] [--runs R] [--plots DIR]
-//!     [--only append,session,migrate] [--markdown FILE] [--dir DIR]
+//!     [--only append,session,migrate] [--session-baselines jsonl,..] [--markdown FILE]
+//!     [--dir DIR]
 //! ```
 //!
 //! Without `--json` it prints markdown tables; with it, one JSON document with every workload,
 //! its medians, peak memory and ratios to every baseline. `--plots DIR` writes the SVG scaling
-//! curves there, and `--markdown FILE` the tables. Work files go to a temporary directory under `--dir` (default: the current
+//! curves there, and `--markdown FILE` the tables. `--session-baselines` limits the baselines
+//! of the session workloads (for a scale too large to build every store at). Work files go to a temporary directory under `--dir` (default: the current
 //! directory, so that fsync hits a real disk rather than a tmpfs). BENCHMARKS.md explains the
 //! workloads and how memory is measured.
 
 use std::path::PathBuf;
 
+use sessionlog_benches::backends::Baseline;
 use sessionlog_benches::compare::{self, plot, report, Config};
 
 /// The CLI's allocator, so the figures are the ones users get.
@@ -85,6 +88,22 @@ fn parse_args(raw: Vec<String>) -> Args {
                         "--only: unknown group {bad} (append, session, migrate)"
                     ));
                 }
+            }
+            "--session-baselines" => {
+                let names = it
+                    .next()
+                    .unwrap_or_else(|| usage("--session-baselines NAME,.."));
+                args.config.session_baselines = names
+                    .split(',')
+                    .map(|name| {
+                        Baseline::from_name(name).unwrap_or_else(|| {
+                            usage(&format!(
+                                "--session-baselines: unknown baseline {name} (jsonl, \
+                                 jsonl.zstd, sqlite, redb)"
+                            ))
+                        })
+                    })
+                    .collect();
             }
             "--plots" => args.plots = it.next().map(PathBuf::from),
             "--markdown" => args.markdown = it.next().map(PathBuf::from),

@@ -48,6 +48,9 @@ pub struct Config {
     pub append_batches_per_round: usize,
     /// Which groups run: `append`, `session` (import, size, opens, reads, verify), `migrate`.
     pub groups: Vec<String>,
+    /// The baselines of the session workloads (all by default); a very large scale can be
+    /// run against fewer of them.
+    pub session_baselines: Vec<crate::backends::Baseline>,
 }
 
 impl Config {
@@ -63,6 +66,7 @@ impl Config {
             append_rounds: 5,
             append_batches_per_round: 32,
             groups: GROUPS.iter().map(|g| (*g).to_owned()).collect(),
+            session_baselines: crate::backends::BASELINES.to_vec(),
         }
     }
 
@@ -78,6 +82,7 @@ impl Config {
             append_rounds: 1,
             append_batches_per_round: 2,
             groups: GROUPS.iter().map(|g| (*g).to_owned()).collect(),
+            session_baselines: crate::backends::BASELINES.to_vec(),
         }
     }
 
@@ -115,6 +120,7 @@ pub fn run(config: &Config, dir: &Path) -> Vec<Cell> {
         let shape = SessionShape {
             n_events,
             runs: config.runs_at(n_events),
+            baselines: config.session_baselines.clone(),
             point_reads: if n_events >= 1_000_000 {
                 1
             } else {

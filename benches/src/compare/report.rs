@@ -225,8 +225,11 @@ fn number(value: f64) -> String {
         format!("{value:.0}")
     } else if value >= 1.0 {
         format!("{value:.2}")
-    } else {
+    } else if value >= 0.001 || value == 0.0 {
         format!("{value:.5}")
+    } else {
+        // Three significant digits for the microsecond cells (derive after one append).
+        format!("{value:.2e}")
     }
 }
 
