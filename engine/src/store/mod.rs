@@ -18,7 +18,7 @@ mod wal;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
@@ -204,6 +204,9 @@ pub struct Store {
     wal: Mutex<Wal>,
     poisoned: Arc<AtomicBool>,
     sealer: Sealer,
+    /// Bytes of records moved from the events table into blocks since the store was opened:
+    /// about the pages that sealing freed.
+    sealed_bytes: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -329,10 +332,15 @@ impl Store {
             wal: Mutex::new(wal),
             poisoned: Arc::new(AtomicBool::new(false)),
             sealer: Sealer::idle(),
+            sealed_bytes: Arc::new(AtomicU64::new(0)),
         };
         store.init_tables()?;
         store.replay(replay)?;
-        store.sealer = Sealer::spawn(Arc::clone(&store.db), Arc::clone(&store.poisoned));
+        store.sealer = Sealer::spawn(
+            Arc::clone(&store.db),
+            Arc::clone(&store.poisoned),
+            Arc::clone(&store.sealed_bytes),
+        );
         Ok(store)
     }
 
@@ -771,11 +779,10 @@ impl Drop for Store {
             })
             .collect();
         for hint in &loaded {
-            if guard("sealing", || {
-                sealer::seal_session(&self.db, hint, usize::MAX)
-            })
-            .is_err()
-            {
+            let sealed = guard("sealing", || {
+                sealer::seal_session(&self.db, hint, &self.sealed_bytes)
+            });
+            if sealed.is_err() {
                 // Unsealed records are as good as sealed ones; the next open goes on.
                 break;
             }
@@ -792,25 +799,23 @@ impl Drop for Store {
     }
 }
 
-/// A clean close compacts the file when at least this much of it is free...
+/// A clean close compacts the file when sealing moved at least this much since the open...
 const COMPACT_FREE_BYTES_MIN: u64 = 8 << 20;
 /// ...and that is at least this fraction (1/n) of the file.
 const COMPACT_FREE_FRACTION: u64 = 4;
 
 impl Store {
-    /// Compacts the redb file when free pages make up much of it: pages freed by sealing
-    /// (the records that moved into blocks) and by copy-on-write are only reused after a
-    /// durable commit, so a long write leaves up to a WAL's worth of them behind.
+    /// Compacts the redb file when sealing freed much of it: the records that moved into
+    /// blocks leave their pages behind, and redb reuses pages freed by a non-durable commit
+    /// only after a durable one, so a long write leaves up to a WAL's worth of them. The bytes
+    /// moved stand in for the pages freed: asking redb (`WriteTransaction::stats`) walks every
+    /// page of the file, which would make every close cost as much memory as the file.
     fn compact_if_sparse(&mut self) -> Result<bool, StoreError> {
         let file_bytes = std::fs::metadata(&self.path)
             .map_err(StoreError::storage)?
             .len();
-        let txn = self.db.begin_write().map_err(StoreError::storage)?;
-        let stats = txn.stats().map_err(StoreError::storage)?;
-        txn.abort().map_err(StoreError::storage)?;
-        let used = stats.allocated_pages() * stats.page_size() as u64;
-        let free = file_bytes.saturating_sub(used);
-        if free < COMPACT_FREE_BYTES_MIN || free * COMPACT_FREE_FRACTION < file_bytes {
+        let freed = self.sealed_bytes.load(Ordering::SeqCst);
+        if freed < COMPACT_FREE_BYTES_MIN || freed * COMPACT_FREE_FRACTION < file_bytes {
             return Ok(false);
         }
         let Some(db) = Arc::get_mut(&mut self.db) else {

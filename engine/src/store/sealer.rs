@@ -12,7 +12,7 @@
 //! is still unsealed when it is swapped in the next.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -97,12 +97,17 @@ impl Sealer {
         }
     }
 
-    /// Starts the thread. A storage error while sealing poisons the store (`poisoned`).
-    pub(crate) fn spawn(db: Arc<Database>, poisoned: Arc<AtomicBool>) -> Sealer {
+    /// Starts the thread. A storage error while sealing poisons the store (`poisoned`); the
+    /// bytes of the records it moves into blocks are added to `moved`.
+    pub(crate) fn spawn(
+        db: Arc<Database>,
+        poisoned: Arc<AtomicBool>,
+        moved: Arc<AtomicU64>,
+    ) -> Sealer {
         let (hints, receiver) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("sessionlog-sealer".to_owned())
-            .spawn(move || run(&db, &poisoned, &receiver))
+            .spawn(move || run(&db, &poisoned, &moved, &receiver))
             .ok();
         Sealer {
             hints: Some(hints),
@@ -132,7 +137,7 @@ impl Drop for Sealer {
     }
 }
 
-fn run(db: &Database, poisoned: &AtomicBool, receiver: &Receiver<Hint>) {
+fn run(db: &Database, poisoned: &AtomicBool, moved: &AtomicU64, receiver: &Receiver<Hint>) {
     while let Ok(first) = receiver.recv() {
         // Hints that piled up while the last ones were sealed: each session once.
         let mut sessions = BTreeMap::new();
@@ -143,7 +148,7 @@ fn run(db: &Database, poisoned: &AtomicBool, receiver: &Receiver<Hint>) {
             if poisoned.load(Ordering::SeqCst) {
                 return;
             }
-            let sealed = super::guard("sealing", || seal_session(db, hint, usize::MAX));
+            let sealed = super::guard("sealing", || seal_session(db, hint, moved));
             if let Err(error) = sealed {
                 tracing::error!(session = %hint.session, %error, "sealing failed; the store stops taking writes");
                 poisoned.store(true, Ordering::SeqCst);
@@ -153,12 +158,13 @@ fn run(db: &Database, poisoned: &AtomicBool, receiver: &Receiver<Hint>) {
     }
 }
 
-/// Seals the full runs of the session's unsealed records into blocks, at most `max_blocks`,
-/// one transaction each; returns how many. A run that does not chain is corruption.
+/// Seals the full runs of the session's unsealed records into blocks, one transaction each,
+/// adding the bytes of the records moved to `moved`; returns how many blocks. A run that does
+/// not chain is corruption.
 pub(crate) fn seal_session(
     db: &Database,
     hint: &Hint,
-    max_blocks: usize,
+    moved: &AtomicU64,
 ) -> Result<usize, StoreError> {
     let Hint {
         key,
@@ -166,7 +172,7 @@ pub(crate) fn seal_session(
         genesis,
     } = hint;
     let mut sealed = 0;
-    while sealed < max_blocks {
+    loop {
         let (first_seq, chain_in, run) = {
             let txn = db.begin_read().map_err(storage)?;
             let events = txn.open_table(EVENTS).map_err(storage)?;
@@ -193,9 +199,10 @@ pub(crate) fn seal_session(
                 .map_err(storage)?;
         }
         txn.commit().map_err(storage)?;
+        let run_bytes: usize = run.iter().map(Vec::len).sum();
+        moved.fetch_add(run_bytes as u64, Ordering::SeqCst);
         sealed += 1;
     }
-    Ok(sealed)
 }
 
 /// The records from `end` that fill one block, or `None` when they do not fill one yet.
