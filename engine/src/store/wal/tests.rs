@@ -1,0 +1,532 @@
+//! Tests of the write-ahead log: replay, torn tails, generations, preallocation and failures.
+
+use std::sync::{Arc, Mutex};
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+
+fn frame(entries: &[(u64, u64, &[u8])]) -> FrameBuilder {
+    let mut builder = FrameBuilder::default();
+    for (key, seq, record) in entries {
+        builder.push(*key, *seq, record);
+    }
+    builder
+}
+
+fn event(key: u64, seq: u64, record: &[u8]) -> WalEntry {
+    WalEntry::Event {
+        key,
+        seq,
+        record: record.to_vec(),
+    }
+}
+
+fn replay(path: &Path) -> Vec<WalEntry> {
+    Wal::open(path).unwrap().1
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+// Goal: frames written are the entries replayed, in order, across a reopen.
+#[test]
+fn frames_replay_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    let (mut wal, replayed) = Wal::open(&path).unwrap();
+    assert!(replayed.is_empty());
+    wal.append(frame(&[(0, 0, b"a"), (0, 1, b"bb")])).unwrap();
+    wal.append(frame(&[(1, 0, b"ccc")])).unwrap();
+    drop(wal);
+    assert_eq!(
+        replay(&path),
+        vec![event(0, 0, b"a"), event(0, 1, b"bb"), event(1, 0, b"ccc")]
+    );
+}
+
+/// Writes two frames, returns the file's bytes and where the first frame ends.
+fn two_frames(path: &Path) -> (Vec<u8>, usize, usize) {
+    let (mut wal, _) = Wal::open(path).unwrap();
+    wal.append(frame(&[(0, 0, b"first")])).unwrap();
+    let first_end = wal.end_bytes as usize;
+    wal.append(frame(&[(0, 1, b"second"), (0, 2, b"third")]))
+        .unwrap();
+    let second_end = wal.end_bytes as usize;
+    drop(wal);
+    (std::fs::read(path).unwrap(), first_end, second_end)
+}
+
+// Goal: a torn last frame is dropped at every cut, whatever follows the cut: the end of the
+// file (a frame that grew it), the preallocated zeros, or stale bytes of an older generation.
+// Method: write two frames, then for each byte of the second frame rebuild the file with that
+// byte and the rest of the frame replaced, and reopen.
+#[test]
+fn torn_tail_is_dropped_at_every_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    let (full, first_end, second_end) = two_frames(&path);
+    assert!(
+        full.len() as u64 >= EXTEND_BYTES_MIN,
+        "the file was preallocated"
+    );
+    for cut in first_end..second_end {
+        let mut stale = full.clone();
+        for (idx, byte) in stale[cut..second_end].iter_mut().enumerate() {
+            *byte = (idx as u8).wrapping_mul(31) ^ 0x5a;
+        }
+        let mut zeros = full.clone();
+        zeros[cut..second_end].fill(0);
+        for (what, bytes) in [("end", &full[..cut]), ("zeros", &zeros), ("stale", &stale)] {
+            std::fs::write(&path, bytes).unwrap();
+            let (wal, replayed) =
+                Wal::open(&path).unwrap_or_else(|e| panic!("cut at {cut} before {what}: {e}"));
+            assert_eq!(
+                replayed,
+                vec![event(0, 0, b"first")],
+                "cut at {cut}, {what}"
+            );
+            assert_eq!(wal.end_bytes, first_end as u64, "cut at {cut}, {what}");
+        }
+    }
+}
+
+// Goal: after a restart, the frames of the older generation left in the file are never
+// replayed: not when no new frame was written, not after a shorter new frame, and not after a
+// torn new frame (which is a torn tail, not corruption).
+#[test]
+fn stale_frames_of_an_older_generation_are_not_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    let (mut wal, _) = Wal::open(&path).unwrap();
+    for seq in 0..3 {
+        wal.append(frame(&[(0, seq, b"an older generation's record")]))
+            .unwrap();
+    }
+    wal.restart().unwrap();
+    drop(wal);
+    assert_eq!(replay(&path), Vec::new());
+
+    let (mut wal, _) = Wal::open(&path).unwrap();
+    wal.restart().unwrap();
+    wal.append(frame(&[(1, 0, b"new")])).unwrap();
+    let new_end = wal.end_bytes as usize;
+    drop(wal);
+    assert_eq!(replay(&path), vec![event(1, 0, b"new")]);
+
+    // Tear the new frame: the stale frames after it still do not count, nor make it
+    // corruption.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[new_end - 1] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let (wal, replayed) = Wal::open(&path).unwrap();
+    assert_eq!(replayed, Vec::new());
+    assert_eq!(wal.end_bytes, HEADER_BYTES);
+}
+
+// Goal: a frame of the same length as the stale one under it, torn, is not mistaken for
+// damage: the stale frame at the offset its len declares is of another generation.
+#[test]
+fn torn_frame_over_equal_stale_frames_is_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    let (mut wal, _) = Wal::open(&path).unwrap();
+    for seq in 0..4 {
+        wal.append(frame(&[(0, seq, b"same size")])).unwrap();
+    }
+    wal.restart().unwrap();
+    wal.append(frame(&[(0, 0, b"same size")])).unwrap();
+    wal.append(frame(&[(0, 1, b"same size")])).unwrap();
+    let torn_end = wal.end_bytes as usize;
+    drop(wal);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[torn_end - 3] ^= 0x80;
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(replay(&path), vec![event(0, 0, b"same size")]);
+}
+
+// Goal: appends within the preallocated region and across a restart leave the file's length
+// unchanged (so their fdatasync carries no size change); passing the end grows the file by a
+// whole step; a clean close cuts it back to its header.
+#[test]
+fn file_len_is_constant_within_a_step_and_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    let (mut wal, _) = Wal::open(&path).unwrap();
+    assert_eq!(file_len(&path), HEADER_BYTES);
+    wal.append(frame(&[(0, 0, b"x")])).unwrap();
+    assert_eq!(file_len(&path), EXTEND_BYTES_MIN);
+    for seq in 1..100 {
+        wal.append(frame(&[(0, seq, &[7; 100])])).unwrap();
+        assert_eq!(file_len(&path), EXTEND_BYTES_MIN, "seq {seq}");
+    }
+    wal.restart().unwrap();
+    assert_eq!(file_len(&path), EXTEND_BYTES_MIN);
+    for seq in 0..100 {
+        wal.append(frame(&[(0, seq, &[8; 100])])).unwrap();
+        assert_eq!(
+            file_len(&path),
+            EXTEND_BYTES_MIN,
+            "after the restart, seq {seq}"
+        );
+    }
+    // Past the end: one step of the file's length (within the limits), a whole number of them.
+    wal.append(frame(&[(0, 100, &[9; 140_000])])).unwrap();
+    assert_eq!(file_len(&path), 3 * EXTEND_BYTES_MIN);
+    assert_eq!(wal.file_len_bytes, 3 * EXTEND_BYTES_MIN);
+    wal.restart().unwrap();
+    wal.cut_to_header().unwrap();
+    assert_eq!(file_len(&path), HEADER_BYTES);
+    drop(wal);
+    assert_eq!(replay(&path), Vec::new());
+}
+
+// Goal: each growth step is as long as the file so far, within the limits, so the file never
+// passes the durable point by more than one frame and one step.
+#[test]
+fn extension_steps_stay_within_the_limits() {
+    assert_eq!(
+        extended_len_bytes(HEADER_BYTES + 40, HEADER_BYTES),
+        EXTEND_BYTES_MIN
+    );
+    assert_eq!(
+        extended_len_bytes(EXTEND_BYTES_MIN + 1, EXTEND_BYTES_MIN),
+        2 * EXTEND_BYTES_MIN
+    );
+    assert_eq!(extended_len_bytes(300 << 10, 256 << 10), 512 << 10);
+    let at_durable_point = DURABLE_BYTES_MAX + HEADER_BYTES;
+    assert_eq!(
+        extended_len_bytes(at_durable_point + 1, at_durable_point),
+        DURABLE_BYTES_MAX + EXTEND_BYTES_MAX
+    );
+}
+
+// Goal: a damaged frame followed by a valid frame of the current generation is corruption
+// named by its offset, whether the damage hits the payload, the generation or the len (even a
+// len zeroed, which would otherwise end the log); the same damage in the last frame is a torn
+// tail.
+#[test]
+fn damage_before_the_tail_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    let (good, _, second_end) = two_frames(&path);
+    let first = HEADER_BYTES as usize;
+    let damages: [(&str, usize, u8); 4] = [
+        ("payload", first + FRAME_HEADER_BYTES + 2, 1),
+        ("generation", first + FRAME_GENERATION_OFFSET, 0x10),
+        ("len", first, 0x40),
+        ("len zeroed", first, good[first]),
+    ];
+    for (what, at, flip) in damages {
+        let mut bytes = good.clone();
+        bytes[at] ^= flip;
+        std::fs::write(&path, &bytes).unwrap();
+        match Wal::open(&path) {
+            Err(StoreError::Corrupt { reason }) => assert!(
+                reason.contains(&format!("byte offset {first} is damaged")),
+                "{what}: {reason}"
+            ),
+            other => panic!("{what}: {:?}", other.map(|(_, entries)| entries)),
+        }
+    }
+    let mut bytes = good.clone();
+    bytes[second_end - 1] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(replay(&path), vec![event(0, 0, b"first")]);
+}
+
+/// A 16-byte header of an older version.
+fn old_header(version: u32) -> Vec<u8> {
+    let mut bytes = WAL_MAGIC.to_vec();
+    bytes.extend_from_slice(&version.to_le_bytes());
+    let crc = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Appends a version 1 or 2 frame (`len | crc32 of payload | payload`).
+fn push_old_frame(bytes: &mut Vec<u8>, payload: &[u8]) {
+    bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    bytes.extend_from_slice(payload);
+}
+
+/// A version 1 WAL (no entry tags) holding one frame of `entries`.
+fn v1_wal(entries: &[(u64, u64, &[u8])]) -> Vec<u8> {
+    let mut bytes = old_header(WAL_VERSION_EVENTS_ONLY);
+    let mut payload = (entries.len() as u32).to_le_bytes().to_vec();
+    for (key, seq, record) in entries {
+        payload.extend_from_slice(&key.to_le_bytes());
+        payload.extend_from_slice(&seq.to_le_bytes());
+        payload.extend_from_slice(&(record.len() as u32).to_le_bytes());
+        payload.extend_from_slice(record);
+    }
+    push_old_frame(&mut bytes, &payload);
+    bytes
+}
+
+/// Opens an older WAL, checks its replay, restarts it and checks that it is now a version 3
+/// WAL in a file cut to its new header, whose next frame replays alone.
+fn check_old_wal_is_rewritten(bytes: &[u8], version: u32, expected: Vec<WalEntry>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    std::fs::write(&path, bytes).unwrap();
+    let (mut wal, replayed) = Wal::open(&path).unwrap();
+    assert_eq!(replayed, expected);
+    assert_eq!(wal.version, version);
+    wal.restart().unwrap();
+    assert_eq!(file_len(&path), HEADER_BYTES);
+    let mut session = FrameBuilder::default();
+    session.push_session(b"session record");
+    wal.append(session).unwrap();
+    drop(wal);
+    let rewritten = std::fs::read(&path).unwrap();
+    assert_eq!(rewritten[8..12], WAL_VERSION.to_le_bytes());
+    assert_eq!(
+        replay(&path),
+        vec![WalEntry::Session {
+            record: b"session record".to_vec()
+        }]
+    );
+}
+
+// Goal: a WAL written by a version 1 build (events only, no tags) still replays, and once
+// emptied it is rewritten in this build's version, so new frames are never written under an
+// old header.
+#[test]
+fn version_1_wal_replays_and_is_rewritten() {
+    check_old_wal_is_rewritten(
+        &v1_wal(&[(3, 0, b"a"), (3, 1, b"bb")]),
+        WAL_VERSION_EVENTS_ONLY,
+        vec![event(3, 0, b"a"), event(3, 1, b"bb")],
+    );
+}
+
+// Goal: a WAL written by a version 2 build (tagged entries, frames appended, a torn tail)
+// replays its valid frames and is rewritten as version 3.
+#[test]
+fn version_2_wal_replays_and_is_rewritten_as_v3() {
+    let mut bytes = old_header(WAL_VERSION_APPENDED);
+    let mut session = (1u32).to_le_bytes().to_vec();
+    session.push(ENTRY_TAG_SESSION);
+    session.extend_from_slice(&(7u32).to_le_bytes());
+    session.extend_from_slice(b"session");
+    push_old_frame(&mut bytes, &session);
+    let mut events = (1u32).to_le_bytes().to_vec();
+    events.push(ENTRY_TAG_EVENT);
+    events.extend_from_slice(&5u64.to_le_bytes());
+    events.extend_from_slice(&0u64.to_le_bytes());
+    events.extend_from_slice(&(3u32).to_le_bytes());
+    events.extend_from_slice(b"abc");
+    push_old_frame(&mut bytes, &events);
+    // A torn third frame.
+    bytes.extend_from_slice(&(100u32).to_le_bytes());
+    bytes.extend_from_slice(&[1, 2, 3]);
+    let expected = vec![
+        WalEntry::Session {
+            record: b"session".to_vec(),
+        },
+        event(5, 0, b"abc"),
+    ];
+    check_old_wal_is_rewritten(&bytes, WAL_VERSION_APPENDED, expected);
+}
+
+// Goal: a WAL of a newer version is refused with UpgradeRequired; a version 3 header keeps a
+// version 2 build's header as its prefix (so that build refuses it the same way); a damaged
+// generation is corruption; an unknown entry tag makes its frame invalid.
+#[test]
+fn newer_version_and_unknown_tags_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    std::fs::write(&path, old_header(WAL_VERSION + 1)).unwrap();
+    assert!(matches!(
+        Wal::open(&path),
+        Err(StoreError::UpgradeRequired {
+            found: 4,
+            supported: 3
+        })
+    ));
+    let header = encode_header(GENERATION_STEP);
+    assert_eq!(header[..16], old_header(WAL_VERSION)[..]);
+    let mut damaged = header.clone();
+    damaged[18] ^= 1;
+    std::fs::write(&path, &damaged).unwrap();
+    assert!(matches!(
+        Wal::open(&path),
+        Err(StoreError::Corrupt { reason }) if reason.contains("generation checksum")
+    ));
+    std::fs::write(&path, &header[..20]).unwrap();
+    assert!(matches!(Wal::open(&path), Err(StoreError::Corrupt { .. })));
+    let unknown_tag = b"\x01\0\0\0\x07";
+    assert_eq!(parse_entries(unknown_tag, WAL_VERSION), None);
+}
+
+// Goal: restart empties the WAL down to its header without shrinking the file.
+#[test]
+fn restart_empties() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    let (mut wal, _) = Wal::open(&path).unwrap();
+    wal.append(frame(&[(0, 0, b"x")])).unwrap();
+    assert!(wal.frames_len_bytes() > 0);
+    let generation = wal.generation;
+    wal.restart().unwrap();
+    assert_eq!(wal.frames_len_bytes(), 0);
+    assert_ne!(wal.generation, generation);
+    drop(wal);
+    assert_eq!(file_len(&path), EXTEND_BYTES_MIN);
+    assert!(replay(&path).is_empty());
+}
+
+/// An in-memory WAL file with a durable image (what a power loss leaves), whose N-th write
+/// (`write_all_at` or `set_len`) or N-th sync fails; clones share the image.
+#[derive(Debug, Clone, Default)]
+struct MemFile {
+    image: Arc<Mutex<MemImage>>,
+}
+
+#[derive(Debug, Default)]
+struct MemImage {
+    current: Vec<u8>,
+    durable: Vec<u8>,
+    writes: u64,
+    syncs: u64,
+    fail_write: Option<u64>,
+    fail_sync: Option<u64>,
+}
+
+impl MemFile {
+    fn failing(fail_write: Option<u64>, fail_sync: Option<u64>) -> MemFile {
+        let file = MemFile::default();
+        file.image.lock().unwrap().fail_write = fail_write;
+        file.image.lock().unwrap().fail_sync = fail_sync;
+        file
+    }
+
+    fn images(&self) -> (Vec<u8>, Vec<u8>) {
+        let image = self.image.lock().unwrap();
+        (image.current.clone(), image.durable.clone())
+    }
+
+    fn write_op(image: &mut MemImage) -> io::Result<()> {
+        image.writes += 1;
+        if image.fail_write == Some(image.writes - 1) {
+            return Err(io::Error::other("injected write failure"));
+        }
+        Ok(())
+    }
+
+    fn sync_op(&self) -> io::Result<()> {
+        let mut image = self.image.lock().unwrap();
+        image.syncs += 1;
+        if image.fail_sync == Some(image.syncs - 1) {
+            return Err(io::Error::other("injected sync failure"));
+        }
+        image.durable = image.current.clone();
+        Ok(())
+    }
+}
+
+impl WalFile for MemFile {
+    fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        Ok(self.image.lock().unwrap().current.clone())
+    }
+
+    fn write_all_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        let mut image = self.image.lock().unwrap();
+        MemFile::write_op(&mut image)?;
+        let start = offset as usize;
+        if start + bytes.len() > image.current.len() {
+            image.current.resize(start + bytes.len(), 0);
+        }
+        image.current[start..start + bytes.len()].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        let mut image = self.image.lock().unwrap();
+        MemFile::write_op(&mut image)?;
+        image.current.resize(len as usize, 0);
+        Ok(())
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.sync_op()
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        self.sync_op()
+    }
+}
+
+/// The entries a reopen of `bytes` replays.
+fn replay_bytes(bytes: Vec<u8>) -> Vec<WalEntry> {
+    let file = MemFile::default();
+    file.image.lock().unwrap().current = bytes;
+    Wal::open_file(Path::new("mem.wal"), Box::new(file))
+        .unwrap()
+        .1
+}
+
+// Goal: a frame whose write or sync fails is never replayed, from the process's view of the
+// file (a crash) or from its durable image (a power loss), including a frame that had to grow
+// the file (which is cut back); the frames before it still replay.
+// Method: the operations of opening and two appends are: write 0 (set_len), write 1 (header),
+// sync 0, write 2 (frame 1, grows the file), sync 1, write 3 (frame 2), sync 2. Fail each
+// write and sync of the appends in turn.
+#[test]
+fn failed_frame_write_or_sync_is_never_replayed() {
+    let cases = [
+        (Some(2), None, true),
+        (None, Some(1), true),
+        (Some(3), None, false),
+        (None, Some(2), false),
+    ];
+    for (fail_write, fail_sync, first_fails) in cases {
+        let case = format!("write {fail_write:?}, sync {fail_sync:?}");
+        let file = MemFile::failing(fail_write, fail_sync);
+        let (mut wal, _) = Wal::open_file(Path::new("mem.wal"), Box::new(file.clone())).unwrap();
+        let first = wal.append(frame(&[(0, 0, b"first")]));
+        assert_eq!(first.is_err(), first_fails, "{case}");
+        if first.is_ok() {
+            assert!(wal.append(frame(&[(0, 1, b"second")])).is_err(), "{case}");
+        }
+        drop(wal);
+        let (current, durable) = file.images();
+        let expected = if first_fails {
+            assert_eq!(
+                current.len() as u64,
+                HEADER_BYTES,
+                "{case}: the growth is cut back"
+            );
+            Vec::new()
+        } else {
+            vec![event(0, 0, b"first")]
+        };
+        assert_eq!(replay_bytes(current), expected, "{case}: crash");
+        assert_eq!(replay_bytes(durable), expected, "{case}: power loss");
+    }
+}
+
+// Goal: the frame of a group that redb refused to commit, invalidated after its sync, is
+// never replayed; the frames before it are, and the next append reuses its place.
+#[test]
+fn invalidated_frame_is_never_replayed() {
+    let file = MemFile::default();
+    let (mut wal, _) = Wal::open_file(Path::new("mem.wal"), Box::new(file.clone())).unwrap();
+    wal.append(frame(&[(0, 0, b"kept")])).unwrap();
+    let kept_end = wal.end_bytes;
+    wal.append(frame(&[(0, 1, b"refused")])).unwrap();
+    wal.invalidate_last_frame().unwrap();
+    assert_eq!(wal.end_bytes, kept_end);
+    let (current, durable) = file.images();
+    assert_eq!(replay_bytes(current), vec![event(0, 0, b"kept")]);
+    assert_eq!(replay_bytes(durable), vec![event(0, 0, b"kept")]);
+    wal.append(frame(&[(0, 1, b"again")])).unwrap();
+    let (current, _) = file.images();
+    assert_eq!(
+        replay_bytes(current),
+        vec![event(0, 0, b"kept"), event(0, 1, b"again")]
+    );
+}
