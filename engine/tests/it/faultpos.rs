@@ -214,6 +214,12 @@ impl CrashWal {
         self.state().down = true;
     }
 
+    /// What the process sees, and what survives a power failure.
+    pub fn images(&self) -> (Vec<u8>, Vec<u8>) {
+        let s = self.state();
+        (s.current.clone(), s.durable.clone())
+    }
+
     /// How many writes and syncs ran.
     pub fn counts(&self) -> (u64, u64) {
         let s = self.state();

@@ -21,3 +21,4 @@ mod server;
 mod service;
 mod support;
 mod verify;
+mod wal;
