@@ -12,7 +12,8 @@
 //! ```text
 //! file    := header frame* (zeros or stale frames up to the end of the file)
 //! header  := magic "SLWAL\0\0\0" (8) | version u32 = 3 | crc32 of bytes 0..12 u32
-//!          | generation u64 | crc32 of bytes 0..24 u32                          (28 bytes)
+//!          | slot | slot                                                         (40 bytes)
+//! slot    := generation u64 | crc32 of the generation u32
 //! frame   := len u32 (> 0) | crc32 of generation and payload u32 | generation u64
 //!          | payload (len bytes)
 //! payload := n_entries u32 | entry*
@@ -28,7 +29,10 @@
 //! `fdatasync` carry no change of size or allocation. So the file grows by whole steps of
 //! written zeros ([`EXTEND_BYTES_MIN`] up to [`EXTEND_BYTES_MAX`], as long as the file so far),
 //! and after a restart old frames are overwritten. The generation makes those old frames
-//! stale: a frame counts only when it carries the header's generation under its crc.
+//! stale: a frame counts only when it carries the header's generation under its crc. A restart
+//! writes the next generation into the slot of the previous one, so a torn slot leaves the
+//! other, whose frames are intact (nothing of the new generation is written before the slot
+//! is synced) and already durable in redb.
 //!
 //! The log is every valid frame from the header on; the first frame that is not valid (zero
 //! `len`, cut short by the end of the file, another generation, a crc mismatch or a malformed
@@ -57,9 +61,12 @@ const ENTRY_TAG_SESSION: u8 = 2;
 /// Magic, version and the crc of both: the whole header up to version 2, and the prefix that
 /// a version 2 build reads of a version 3 header (so it answers `UpgradeRequired`).
 const HEADER_PREFIX_BYTES: u64 = 8 + 4 + 4;
-/// The version 3 header: the prefix, the generation and a crc of everything before it.
-pub(crate) const HEADER_BYTES: u64 = HEADER_PREFIX_BYTES + 8 + 4;
-const _: () = assert!(HEADER_PREFIX_BYTES == 16 && HEADER_BYTES == 28);
+/// A generation slot: the generation and its crc.
+const SLOT_BYTES: u64 = 8 + 4;
+/// The version 3 header: the prefix and two generation slots; the current generation is the
+/// one whose slot holds the other's successor.
+pub(crate) const HEADER_BYTES: u64 = HEADER_PREFIX_BYTES + 2 * SLOT_BYTES;
+const _: () = assert!(HEADER_PREFIX_BYTES == 16 && HEADER_BYTES == 40);
 /// Length, crc, generation.
 const FRAME_HEADER_BYTES: usize = 4 + 4 + 8;
 /// Length, crc (versions 1 and 2).
@@ -198,6 +205,8 @@ pub(crate) struct Wal {
     version: u32,
     /// The header's generation (version 3): a frame of another generation is stale.
     generation: u64,
+    /// The header slot (0 or 1) that holds `generation`; a restart writes the other.
+    slot_idx: u64,
     /// The end of the log, where the next frame goes.
     end_bytes: u64,
     /// The file's length; past `end_bytes` it holds zeros and stale frames.
@@ -251,6 +260,7 @@ impl Wal {
             path: path.to_owned(),
             version: WAL_VERSION,
             generation: 0,
+            slot_idx: 1,
             end_bytes: 0,
             file_len_bytes: bytes.len() as u64,
             last_frame: None,
@@ -271,13 +281,14 @@ impl Wal {
         );
         wal.version = header.version;
         wal.generation = header.generation;
+        wal.slot_idx = header.slot_idx;
         wal.end_bytes = end_bytes;
         Ok((wal, entries))
     }
 
-    /// Writes a version 3 header of `generation` over an emptied file.
+    /// Writes a version 3 header of `generation` (in slot 1) over an emptied file.
     fn write_new_header(&mut self, generation: u64) -> Result<(), StoreError> {
-        let header = encode_header(generation);
+        let header = encode_new_header(generation);
         self.file.set_len(0).map_err(|e| storage(&self.path, e))?;
         self.file_len_bytes = 0;
         self.file
@@ -288,6 +299,7 @@ impl Wal {
         self.end_bytes = HEADER_BYTES;
         self.version = WAL_VERSION;
         self.generation = generation;
+        self.slot_idx = 1;
         Ok(())
     }
 
@@ -377,8 +389,9 @@ impl Wal {
     }
 
     /// Empties the WAL after redb made everything in it durable: a new generation makes every
-    /// frame in the file stale, and the next frame goes just after the header again. The
-    /// header is synced before any frame of the new generation is written.
+    /// frame in the file stale, and the next frame goes just after the header again. The new
+    /// generation goes into the previous one's slot and is synced before any frame of it is
+    /// written, so a torn slot leaves the current one and its intact frames.
     pub(crate) fn restart(&mut self) -> Result<(), StoreError> {
         self.last_frame = None;
         if self.version != WAL_VERSION {
@@ -386,11 +399,13 @@ impl Wal {
             return self.write_new_header(GENERATION_STEP);
         }
         let generation = self.generation.wrapping_add(GENERATION_STEP);
+        let slot_idx = 1 - self.slot_idx;
         self.file
-            .write_all_at(0, &encode_header(generation))
+            .write_all_at(slot_offset_bytes(slot_idx), &encode_slot(generation))
             .and_then(|()| self.file.sync_data())
             .map_err(|e| storage(&self.path, e))?;
         self.generation = generation;
+        self.slot_idx = slot_idx;
         self.end_bytes = HEADER_BYTES;
         Ok(())
     }
@@ -419,16 +434,40 @@ fn extended_len_bytes(frame_end_bytes: u64, file_len_bytes: u64) -> u64 {
     len_bytes
 }
 
-/// A version 3 header of `generation`.
-fn encode_header(generation: u64) -> Vec<u8> {
+/// A new version 3 header: `generation` in slot 1, its predecessor in slot 0.
+fn encode_new_header(generation: u64) -> Vec<u8> {
     let mut header = Vec::with_capacity(HEADER_BYTES as usize);
     header.extend_from_slice(&WAL_MAGIC);
     header.extend_from_slice(&WAL_VERSION.to_le_bytes());
     header.extend_from_slice(&crc32fast::hash(&header).to_le_bytes());
-    header.extend_from_slice(&generation.to_le_bytes());
-    header.extend_from_slice(&crc32fast::hash(&header).to_le_bytes());
+    header.extend_from_slice(&encode_slot(generation.wrapping_sub(GENERATION_STEP)));
+    header.extend_from_slice(&encode_slot(generation));
     assert_eq!(header.len() as u64, HEADER_BYTES);
     header
+}
+
+/// A generation slot: `generation u64 | crc32 of it u32`.
+fn encode_slot(generation: u64) -> [u8; SLOT_BYTES as usize] {
+    let mut slot = [0; SLOT_BYTES as usize];
+    slot[..8].copy_from_slice(&generation.to_le_bytes());
+    let crc = crc32fast::hash(&slot[..8]);
+    slot[8..].copy_from_slice(&crc.to_le_bytes());
+    slot
+}
+
+/// Where slot 0 or 1 sits in the header.
+fn slot_offset_bytes(slot_idx: u64) -> u64 {
+    assert!(slot_idx < 2);
+    HEADER_PREFIX_BYTES + slot_idx * SLOT_BYTES
+}
+
+/// The generation in slot `slot_idx` of a whole header, if its crc holds.
+fn decode_slot(header: &[u8], slot_idx: u64) -> Option<u64> {
+    let start = slot_offset_bytes(slot_idx) as usize;
+    let slot = header.get(start..start + SLOT_BYTES as usize)?;
+    let stored_crc = u32::from_le_bytes(slot[8..].try_into().ok()?);
+    (crc32fast::hash(&slot[..8]) == stored_crc)
+        .then(|| u64::from_le_bytes(slot[..8].try_into().expect("8 bytes")))
 }
 
 /// What a header says.
@@ -437,6 +476,8 @@ struct Header {
     version: u32,
     /// Zero before version 3.
     generation: u64,
+    /// The slot that holds `generation` (version 3).
+    slot_idx: u64,
 }
 
 /// Checks the header and returns the WAL's version (1 to 3) and generation.
@@ -468,19 +509,32 @@ fn check_header(path: &Path, bytes: &[u8]) -> Result<Header, StoreError> {
         return Ok(Header {
             version,
             generation: 0,
+            slot_idx: 1,
         });
     }
     let header = bytes
         .get(..HEADER_BYTES as usize)
-        .ok_or_else(|| corrupt("too short for its generation"))?;
-    let stored_crc = u32::from_le_bytes(header[24..28].try_into().expect("4-byte field"));
-    if crc32fast::hash(&header[..24]) != stored_crc {
-        return Err(corrupt("generation checksum mismatch"));
+        .ok_or_else(|| corrupt("too short for its generation slots"))?;
+    let (generation, slot_idx) = match (decode_slot(header, 0), decode_slot(header, 1)) {
+        (Some(zero), Some(one)) if one == zero.wrapping_add(GENERATION_STEP) => (one, 1),
+        (Some(zero), Some(one)) if zero == one.wrapping_add(GENERATION_STEP) => (zero, 0),
+        (Some(_), Some(_)) => return Err(corrupt("the generation slots disagree")),
+        (Some(zero), None) => (zero, 0),
+        (None, Some(one)) => (one, 1),
+        (None, None) => return Err(corrupt("both generation slots fail their checksum")),
+    };
+    // One slot failing its crc is a restart torn before its sync, when nothing of the next
+    // generation was written yet; a frame of it where the log starts means the slot was
+    // damaged afterwards.
+    let next = generation.wrapping_add(GENERATION_STEP);
+    let one_slot_failed = decode_slot(header, 1 - slot_idx).is_none();
+    if one_slot_failed && frame_at(bytes, HEADER_BYTES as usize, next).is_some() {
+        return Err(corrupt("the slot of the current generation is damaged"));
     }
-    let generation = u64::from_le_bytes(header[16..24].try_into().expect("8-byte field"));
     Ok(Header {
         version,
         generation,
+        slot_idx,
     })
 }
 

@@ -10,7 +10,7 @@ use crate::support::*;
 
 /// The WAL header of format 3, and the smallest and largest steps the file grows by
 /// (docs/format.md, "Write-ahead log").
-const WAL_HEADER_BYTES: u64 = 28;
+const WAL_HEADER_BYTES: u64 = 40;
 const EXTEND_BYTES_MIN: u64 = 64 << 10;
 const EXTEND_BYTES_MAX: u64 = 1 << 20;
 /// WAL bytes after which redb is made durable and the WAL restarts.
@@ -130,6 +130,6 @@ fn restart_at_the_durable_point_reuses_the_file_and_replays_after_a_power_loss()
 /// Whether the WAL restarted: its first frame is then an append of about 1 MiB, where before
 /// it is the (small) session creation.
 fn restarted(wal: &[u8]) -> bool {
-    let first_len = u32::from_le_bytes(wal[28..32].try_into().unwrap());
+    let first_len = u32::from_le_bytes(wal[40..44].try_into().unwrap());
     first_len > 1 << 19
 }

@@ -334,7 +334,8 @@ fn version_2_wal_replays_and_is_rewritten_as_v3() {
 
 // Goal: a WAL of a newer version is refused with UpgradeRequired; a version 3 header keeps a
 // version 2 build's header as its prefix (so that build refuses it the same way); a damaged
-// generation is corruption; an unknown entry tag makes its frame invalid.
+// generation in both slots, or slots that do not follow each other, are corruption; an
+// unknown entry tag makes its frame invalid.
 #[test]
 fn newer_version_and_unknown_tags_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -347,16 +348,24 @@ fn newer_version_and_unknown_tags_are_refused() {
             supported: 3
         })
     ));
-    let header = encode_header(GENERATION_STEP);
+    let header = encode_new_header(GENERATION_STEP);
     assert_eq!(header[..16], old_header(WAL_VERSION)[..]);
     let mut damaged = header.clone();
     damaged[18] ^= 1;
+    damaged[30] ^= 1;
     std::fs::write(&path, &damaged).unwrap();
     assert!(matches!(
         Wal::open(&path),
-        Err(StoreError::Corrupt { reason }) if reason.contains("generation checksum")
+        Err(StoreError::Corrupt { reason }) if reason.contains("both generation slots")
     ));
-    std::fs::write(&path, &header[..20]).unwrap();
+    let mut disagreeing = header.clone();
+    disagreeing[16..28].copy_from_slice(&encode_slot(7));
+    std::fs::write(&path, &disagreeing).unwrap();
+    assert!(matches!(
+        Wal::open(&path),
+        Err(StoreError::Corrupt { reason }) if reason.contains("disagree")
+    ));
+    std::fs::write(&path, &header[..30]).unwrap();
     assert!(matches!(Wal::open(&path), Err(StoreError::Corrupt { .. })));
     let unknown_tag = b"\x01\0\0\0\x07";
     assert_eq!(parse_entries(unknown_tag, WAL_VERSION), None);
@@ -551,7 +560,8 @@ impl Rng {
 /// and restarts, then one more append in flight whose 512-byte blocks reach the medium in
 /// any subset (the rest keep their old bytes, zeros past the old end). The reopen must replay
 /// exactly the acknowledged frames since the last restart, plus the frame in flight only if
-/// all of it landed, and never report corruption. Then a byte flipped in an acknowledged
+/// all of it landed, and never report corruption; or a restart is in flight and its slot
+/// is torn, and the reopen replays the acknowledged frames of the older generation. Then a byte flipped in an acknowledged
 /// frame that is not the last must be reported as corruption.
 fn check_random_run(seed: u64) {
     let case = format!("seed {seed}");
@@ -567,6 +577,20 @@ fn check_random_run(seed: u64) {
         } else {
             acked.push(append_random(&mut wal, &mut rng, &mut seq));
         }
+    }
+    if rng.below(4) == 0 {
+        // A restart torn before its sync: its slot fails its crc, the old generation stays.
+        wal.restart().unwrap();
+        let (mut torn, _) = file.images();
+        let slot = slot_offset_bytes(wal.slot_idx) as usize;
+        torn[slot + rng.below(SLOT_BYTES) as usize] ^= 1 + rng.below(255) as u8;
+        let expected: Vec<WalEntry> = acked.iter().map(|(e, _, _)| e.clone()).collect();
+        assert_eq!(
+            replay_or_error(torn).unwrap(),
+            expected,
+            "{case}: torn restart"
+        );
+        return;
     }
     let (before, _) = file.images();
     let in_flight = append_random(&mut wal, &mut rng, &mut seq);
@@ -639,4 +663,43 @@ fn random_appends_restarts_and_tears_recover_the_acknowledged_frames() {
     for seed in 0..300 {
         check_random_run(seed);
     }
+}
+
+// Goal: a restart torn before its sync (the new generation's slot fails its crc) falls back to
+// the other slot, whose frames are intact (and, in the store, already durable in redb); the
+// same damage once a frame of the new generation exists is corruption; damage to the older
+// slot changes nothing.
+#[test]
+fn torn_generation_slot_falls_back_to_the_previous_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    let (mut wal, _) = Wal::open(&path).unwrap();
+    wal.append(frame(&[(0, 0, b"before the restart")])).unwrap();
+    wal.restart().unwrap();
+    let new_slot = slot_offset_bytes(wal.slot_idx) as usize;
+    let old_slot = slot_offset_bytes(1 - wal.slot_idx) as usize;
+    drop(wal);
+    let restarted = std::fs::read(&path).unwrap();
+    let mut torn = restarted.clone();
+    torn[new_slot + 3] ^= 0x21;
+    std::fs::write(&path, &torn).unwrap();
+    assert_eq!(replay(&path), vec![event(0, 0, b"before the restart")]);
+
+    let mut old_damaged = restarted.clone();
+    old_damaged[old_slot + 9] ^= 4;
+    std::fs::write(&path, &old_damaged).unwrap();
+    assert_eq!(replay(&path), Vec::new());
+
+    std::fs::write(&path, &restarted).unwrap();
+    let (mut wal, _) = Wal::open(&path).unwrap();
+    assert_eq!(slot_offset_bytes(wal.slot_idx) as usize, new_slot);
+    wal.append(frame(&[(0, 1, b"after the restart")])).unwrap();
+    drop(wal);
+    let mut damaged = std::fs::read(&path).unwrap();
+    damaged[new_slot + 3] ^= 0x21;
+    std::fs::write(&path, &damaged).unwrap();
+    assert!(matches!(
+        Wal::open(&path),
+        Err(StoreError::Corrupt { reason }) if reason.contains("current generation is damaged")
+    ));
 }
