@@ -349,7 +349,7 @@ impl Store {
     fn replay(&self, entries: Vec<WalEntry>) -> Result<(), StoreError> {
         let mut wal = lock(&self.wal);
         if entries.is_empty() {
-            return wal.reset();
+            return wal.restart();
         }
         let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
         txn.set_durability(Durability::Immediate)
@@ -369,7 +369,7 @@ impl Store {
             }
         }
         txn.commit().map_err(StoreError::storage)?;
-        wal.reset()
+        wal.restart()
     }
 
     /// Makes every redb commit so far durable and empties the WAL.
@@ -378,7 +378,7 @@ impl Store {
         txn.set_durability(Durability::Immediate)
             .map_err(StoreError::storage)?;
         txn.commit().map_err(StoreError::storage)?;
-        wal.reset()
+        wal.restart()
     }
 
     fn init_tables(&self) -> Result<(), StoreError> {
@@ -495,12 +495,11 @@ impl Store {
                 .map_err(StoreError::storage)?;
             frame.push_session(&bytes);
         }
-        let wal_len_before = wal.frames_len_bytes();
         // The transaction is dropped (aborted) if the WAL write fails: redb never sees it.
         wal.append(frame)?;
         if let Err(error) = txn.commit() {
             // Keep the WAL from replaying a creation that was never acknowledged.
-            let _ = wal.truncate_to(wal_len_before + wal::HEADER_BYTES);
+            let _ = wal.invalidate_last_frame();
             return Err(StoreError::storage(error));
         }
         if wal.frames_len_bytes() > wal::DURABLE_BYTES_MAX {
@@ -624,12 +623,11 @@ impl Store {
             txn.abort().map_err(|e| fail(StoreError::storage(e)))?;
             return Ok(results);
         }
-        let wal_len_before = wal.frames_len_bytes();
         // The transaction is dropped (aborted) if the WAL write fails: redb never sees it.
         wal.append(frame).map_err(fail)?;
         if let Err(error) = txn.commit() {
             // Keep the WAL from replaying a group that was never acknowledged.
-            let _ = wal.truncate_to(wal_len_before + wal::HEADER_BYTES);
+            let _ = wal.invalidate_last_frame();
             return Err(fail(StoreError::storage(error)));
         }
         for hint in hints {
@@ -790,7 +788,12 @@ impl Drop for Store {
         let durable = {
             let mut wal = lock(&self.wal);
             // A failure here leaves the WAL in place; the next open replays it.
-            self.make_durable(&mut wal).is_ok()
+            let durable = self.make_durable(&mut wal).is_ok();
+            if durable {
+                // A closed store keeps no preallocated WAL zeros on disk.
+                let _ = wal.cut_to_header();
+            }
+            durable
         };
         if durable {
             // Compaction only moves pages between durable states; a failure loses nothing.

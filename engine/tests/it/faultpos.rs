@@ -214,6 +214,12 @@ impl CrashWal {
         self.state().down = true;
     }
 
+    /// What the process sees, and what survives a power failure.
+    pub fn images(&self) -> (Vec<u8>, Vec<u8>) {
+        let s = self.state();
+        (s.current.clone(), s.durable.clone())
+    }
+
     /// How many writes and syncs ran.
     pub fn counts(&self) -> (u64, u64) {
         let s = self.state();
@@ -587,6 +593,11 @@ fn every_wal_fault_position_recovers_the_acknowledged_state() {
     assert_eq!(acked.created.len(), script().len());
     let (writes, syncs) = wal.counts();
     assert!(writes > 10 && syncs > 10, "{writes} {syncs}");
+    // The WAL grows in steps of written zeros (64 KiB, then the file's length): past one
+    // step, some of the write positions below are frames that grow the file.
+    let wal_len_bytes = wal.state().current.len();
+    eprintln!("WAL file after the script: {wal_len_bytes} bytes");
+    assert!(wal_len_bytes > 64 << 10, "{wal_len_bytes}");
     let kinds: [(MakeFault, u64); 3] = [
         (Fault::Write, writes),
         (Fault::Enospc, writes),

@@ -22,3 +22,4 @@ mod server;
 mod service;
 mod support;
 mod verify;
+mod wal;
