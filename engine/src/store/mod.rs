@@ -207,6 +207,9 @@ pub struct Store {
     /// Bytes of records moved from the events table into blocks since the store was opened:
     /// about the pages that sealing freed.
     sealed_bytes: Arc<AtomicU64>,
+    /// Something was written since the open; a store only read is closed without a commit,
+    /// so that its file is left byte for byte as it was.
+    written: AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -333,6 +336,7 @@ impl Store {
             poisoned: Arc::new(AtomicBool::new(false)),
             sealer: Sealer::idle(),
             sealed_bytes: Arc::new(AtomicU64::new(0)),
+            written: AtomicBool::new(false),
         };
         store.init_tables()?;
         store.replay(replay)?;
@@ -468,6 +472,7 @@ impl Store {
         header: &SessionHeader,
         snapshot: bool,
     ) -> Result<(), StoreError> {
+        self.written.store(true, Ordering::SeqCst);
         let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
         txn.set_durability(Durability::None)
             .map_err(StoreError::storage)?;
@@ -568,6 +573,7 @@ impl Store {
             return requests.iter().map(|_| Err(StoreError::Poisoned)).collect();
         }
         let mut wal = lock(&self.wal);
+        self.written.store(true, Ordering::SeqCst);
         match self.write_group(&mut wal, requests) {
             Ok(results) => results,
             Err((n_requests, error)) => {
@@ -676,6 +682,7 @@ impl Store {
             state.pending.add(buf.len());
         }
         state.head_chain = chain;
+        state.written = true;
         let next_seq = state.fold.admission().next_seq();
         if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
             let bytes = state.encode_checkpoint()?;
@@ -761,24 +768,27 @@ impl Drop for Store {
     /// gives the file's free pages back when many are free.
     fn drop(&mut self) {
         self.sealer.stop();
-        if self.is_poisoned() {
+        if self.is_poisoned() || !self.written.load(Ordering::SeqCst) {
             return;
         }
-        // What the sealer had not reached yet: a closed store holds every full block sealed.
-        let loaded: Vec<Hint> = lock(&self.sessions)
+        // What the sealer had not reached yet, and the tail of every session written since the
+        // open (when it is worth a block): a closed store holds its records compressed.
+        // Sessions only read are left as they are.
+        let written: Vec<Hint> = lock(&self.sessions)
             .iter()
-            .map(|(session, state)| {
+            .filter_map(|(session, state)| {
                 let state = lock(state);
-                Hint {
+                state.written.then(|| Hint {
                     key: state.key,
                     session: session.clone(),
                     genesis: record::genesis_chain(&state.header),
-                }
+                })
             })
             .collect();
-        for hint in &loaded {
+        for hint in &written {
             let sealed = guard("sealing", || {
-                sealer::seal_session(&self.db, hint, &self.sealed_bytes)
+                let tail_min = Some(sealer::TAIL_SEAL_BYTES_MIN);
+                sealer::seal_session(&self.db, hint, &self.sealed_bytes, tail_min)
             });
             if sealed.is_err() {
                 // Unsealed records are as good as sealed ones; the next open goes on.
@@ -803,7 +813,7 @@ impl Drop for Store {
 }
 
 /// A clean close compacts the file when sealing moved at least this much since the open...
-const COMPACT_FREE_BYTES_MIN: u64 = 8 << 20;
+const COMPACT_FREE_BYTES_MIN: u64 = 256 << 10;
 /// ...and that is at least this fraction (1/n) of the file.
 const COMPACT_FREE_FRACTION: u64 = 4;
 

@@ -22,6 +22,11 @@ use sessionlog_format::block::{self, BLOCK_EVENTS_MAX, BLOCK_RAW_BYTES_TARGET};
 use sessionlog_format::record::ChainHash;
 
 use super::blocks::{self, corrupt, BLOCKS};
+
+/// The closing store seals a session's unsealed tail when it holds at least this much: a
+/// smaller block would compress poorly, and sessions that are opened for a few appends and
+/// closed again would pile up tiny blocks.
+pub(crate) const TAIL_SEAL_BYTES_MIN: usize = 64 << 10;
 use super::tables::EVENTS;
 use super::StoreError;
 
@@ -148,7 +153,7 @@ fn run(db: &Database, poisoned: &AtomicBool, moved: &AtomicU64, receiver: &Recei
             if poisoned.load(Ordering::SeqCst) {
                 return;
             }
-            let sealed = super::guard("sealing", || seal_session(db, hint, moved));
+            let sealed = super::guard("sealing", || seal_session(db, hint, moved, None));
             if let Err(error) = sealed {
                 tracing::error!(session = %hint.session, %error, "sealing failed; the store stops taking writes");
                 poisoned.store(true, Ordering::SeqCst);
@@ -159,12 +164,15 @@ fn run(db: &Database, poisoned: &AtomicBool, moved: &AtomicU64, receiver: &Recei
 }
 
 /// Seals the full runs of the session's unsealed records into blocks, one transaction each,
-/// adding the bytes of the records moved to `moved`; returns how many blocks. A run that does
-/// not chain is corruption.
+/// adding the bytes of the records moved to `moved`; returns how many blocks. With
+/// `tail_min`, a last run that does not fill a block is sealed too when it holds at least
+/// that many bytes (the closing store, so that a small session is compressed as well). A run
+/// that does not chain is corruption.
 pub(crate) fn seal_session(
     db: &Database,
     hint: &Hint,
     moved: &AtomicU64,
+    tail_min: Option<usize>,
 ) -> Result<usize, StoreError> {
     let Hint {
         key,
@@ -178,7 +186,7 @@ pub(crate) fn seal_session(
             let events = txn.open_table(EVENTS).map_err(storage)?;
             let blocks_table = txn.open_table(BLOCKS).map_err(storage)?;
             let (end, chain) = blocks::sealed_end(&blocks_table, session, *key, genesis)?;
-            let Some(run) = full_run(&events, session, *key, end)? else {
+            let Some(run) = full_run(&events, session, *key, end, tail_min)? else {
                 return Ok(sealed);
             };
             (end, chain, run)
@@ -205,12 +213,14 @@ pub(crate) fn seal_session(
     }
 }
 
-/// The records from `end` that fill one block, or `None` when they do not fill one yet.
+/// The records from `end` that fill one block, or `None` when they do not fill one yet; with
+/// `tail_min`, also a run that does not fill a block but holds at least that many bytes.
 fn full_run(
     events: &impl ReadableTable<(u64, u64), &'static [u8]>,
     session: &str,
     key: u64,
     end: u64,
+    tail_min: Option<usize>,
 ) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
     let mut run: Vec<Vec<u8>> = Vec::new();
     let mut run_bytes = 0usize;
@@ -229,5 +239,5 @@ fn full_run(
             return Ok(Some(run));
         }
     }
-    Ok(None)
+    Ok(tail_min.filter(|min| run_bytes >= *min).map(|_| run))
 }

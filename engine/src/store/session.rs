@@ -39,6 +39,8 @@ pub(crate) struct SessionState {
     pub(crate) checkpoint_next_seq: u64,
     /// What the session appended since it was last hinted to the sealer.
     pub(crate) pending: Pending,
+    /// The session was appended to since the store was opened.
+    pub(crate) written: bool,
 }
 
 /// The rules a session's events follow.
@@ -102,6 +104,7 @@ impl SessionState {
                     head_chain: chain,
                     checkpoint_next_seq: next_seq,
                     pending,
+                    written: false,
                 }
             }
             None => SessionState {
@@ -112,6 +115,7 @@ impl SessionState {
                 head_chain: genesis,
                 checkpoint_next_seq: 0,
                 pending,
+                written: false,
             },
         };
         let from_seq = state.fold.admission().next_seq();
