@@ -9,7 +9,8 @@
 //! *detected* when the open, a read or `verify` reports it; *recovered* when everything reads
 //! back equal to the original and `verify` is clean (the damage hit free or stale space);
 //! *undetected* when `verify` is clean but some session reads back different. A panic is
-//! counted apart. When the damage lies inside a live event record, `verify` must name that seq.
+//! counted apart. When the damage lies inside a live event record, `verify` must name that seq;
+//! inside a part of a sealed block, the block's first seq (a block is reported as one fault).
 //!
 //! Exported files: the same damage to a `.jsonl.zstd` and a raw `.jsonl` export, read back
 //! strictly; the sealed check (`verify FILE`) runs on the same damaged bytes.
@@ -28,6 +29,7 @@ use sessionlog_format::gen::{GenOptions, Generator};
 use sessionlog_format::{Event, ReadOptions};
 
 const EVENTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("events");
+const BLOCKS: TableDefinition<(u64, u64, u32), &[u8]> = TableDefinition::new("blocks");
 /// Sessions in the store and their sizes.
 const SESSION_EVENTS: [u64; 3] = [3000, 1500, 600];
 /// Leading bytes of a record used to find it in the file (crc and part of the chain).
@@ -119,7 +121,8 @@ impl Counts {
 }
 
 type Sessions = Vec<(String, Vec<Event>)>;
-/// Where a live record lies in the file: offset, length, seq.
+/// Where a live record, or a part of a sealed block, lies in the file: offset, length, and
+/// the seq verify must name (the record's; a block's first seq for any of its parts).
 type RecordSpans = Vec<(usize, usize, u64)>;
 
 /// Builds the clean store; returns its bytes, its sessions' events, and where each live
@@ -155,12 +158,21 @@ fn locate_records(path: &Path, bytes: &[u8]) -> Result<RecordSpans, String> {
     let txn = db.begin_read().map_err(|e| e.to_string())?;
     let table = txn.open_table(EVENTS).map_err(|e| e.to_string())?;
     let mut by_key: HashMap<[u8; KEY_BYTES], (Vec<u8>, u64)> = HashMap::new();
+    let mut add = |bytes: Vec<u8>, seq: u64| {
+        if bytes.len() >= KEY_BYTES {
+            let mut prefix = [0u8; KEY_BYTES];
+            prefix.copy_from_slice(&bytes[..KEY_BYTES]);
+            by_key.insert(prefix, (bytes, seq));
+        }
+    };
     for row in table.iter().map_err(|e| e.to_string())? {
         let (key, value) = row.map_err(|e| e.to_string())?;
-        let record = value.value().to_vec();
-        let mut prefix = [0u8; KEY_BYTES];
-        prefix.copy_from_slice(&record[..KEY_BYTES]);
-        by_key.insert(prefix, (record, key.value().1));
+        add(value.value().to_vec(), key.value().1);
+    }
+    let blocks = txn.open_table(BLOCKS).map_err(|e| e.to_string())?;
+    for row in blocks.iter().map_err(|e| e.to_string())? {
+        let (key, value) = row.map_err(|e| e.to_string())?;
+        add(value.value().to_vec(), key.value().1);
     }
     let mut found = Vec::new();
     let mut idx = 0;
@@ -368,7 +380,7 @@ fn run(trials: u64, seed: u64) -> Result<bool, String> {
     let store = store_campaign(trials, &mut rng, dir.path())?;
     println!("{}", store.line("store file"));
     println!(
-        "store file: {} damaged live records, verify named the seq of {}",
+        "store file: {} damaged live records or block parts, verify named the seq of {}",
         store.in_record, store.located
     );
     let file_trials = (trials / 4).max(40);
