@@ -175,6 +175,21 @@ where
         Ok(self.cached.as_ref())
     }
 
+    /// Whether the block at `first_seq` ends at or before `seq`, read from its first part's
+    /// header alone (an unreadable header says no: the block is decoded and its fault shown).
+    fn ends_at_or_before(&self, first_seq: u64, seq: u64) -> Result<bool, StoreError> {
+        let cached = self
+            .cached
+            .as_ref()
+            .filter(|b| b.header.first_seq == first_seq);
+        if let Some(block) = cached {
+            return Ok(block.header.end_seq() <= seq);
+        }
+        let part = self.blocks.get((self.key, first_seq, 0)).map_err(storage)?;
+        let header = part.and_then(|p| block::block_header(p.value()).ok());
+        Ok(header.is_some_and(|h| h.first_seq == first_seq && h.end_seq() <= seq))
+    }
+
     /// The record of `seq`, or `None` when neither table holds it.
     pub(crate) fn get(&mut self, seq: u64) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
         if let Some(bytes) = self.events.get((self.key, seq)).map_err(storage)? {
@@ -220,6 +235,12 @@ where
         let start = match unsealed {
             true => None,
             false => block_start_at_or_before(self.blocks, self.key, from_seq)?,
+        };
+        // A range past the last block (a tail asking for what comes after the head) must not
+        // decode that block: its first part's header says where it ends.
+        let start = match start {
+            Some(first_seq) if self.ends_at_or_before(first_seq, from_seq)? => None,
+            other => other,
         };
         if let Some(mut first_seq) = start {
             while next < to_seq {

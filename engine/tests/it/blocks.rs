@@ -152,6 +152,10 @@ fn sealed_records_read_back_byte_for_byte() {
         events[tail_start as usize - 2..tail_start as usize + 2].to_vec()
     );
     assert_eq!(store.read_range(id, 0, TOTAL).unwrap(), events);
+    assert_eq!(store.read_range(id, TOTAL, TOTAL + 5).unwrap(), vec![]);
+    let last_block = *starts.last().unwrap() as usize;
+    let from_last = store.read_range(id, last_block as u64, TOTAL).unwrap();
+    assert_eq!(from_last, events[last_block..].to_vec());
 
     let ctx = RuleContext {
         version: FormatVersion::V3,
