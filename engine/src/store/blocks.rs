@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use redb::{ReadableTable, TableDefinition};
 use sessionlog_format::block::{self, Block, BlockError, BlockHeader};
-use sessionlog_format::record::ChainHash;
+use sessionlog_format::record::{self, ChainHash, RecordError, RecordHeader};
 
 use super::StoreError;
 
@@ -136,24 +136,21 @@ pub(crate) fn decode_at(bytes: &[u8], first_seq: u64) -> Result<Block, BlockErro
     Ok(block)
 }
 
-/// A session's records, read from its blocks and its events table.
-pub(crate) struct Records<'t, E, B> {
-    events: &'t E,
+/// A session's sealed records: its blocks, with the last one decoded kept for reads that
+/// walk the same block.
+pub(crate) struct Sealed<'t, B> {
     blocks: &'t B,
     session: &'t str,
     key: u64,
-    /// The last block decoded, for reads that walk the same block.
     cached: Option<Block>,
 }
 
-impl<'t, E, B> Records<'t, E, B>
+impl<'t, B> Sealed<'t, B>
 where
-    E: ReadableTable<(u64, u64), &'static [u8]>,
     B: ReadableTable<(u64, u64, u32), &'static [u8]>,
 {
-    pub(crate) fn new(events: &'t E, blocks: &'t B, session: &'t str, key: u64) -> Self {
-        Records {
-            events,
+    pub(crate) fn new(blocks: &'t B, session: &'t str, key: u64) -> Self {
+        Sealed {
             blocks,
             session,
             key,
@@ -190,18 +187,44 @@ where
         Ok(header.is_some_and(|h| h.first_seq == first_seq && h.end_seq() <= seq))
     }
 
-    /// The record of `seq`, or `None` when neither table holds it.
-    pub(crate) fn get(&mut self, seq: u64) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
-        if let Some(bytes) = self.events.get((self.key, seq)).map_err(storage)? {
-            return Ok(Some(Cow::Owned(bytes.value().to_vec())));
-        }
+    /// The sealed record of `seq`, or `None` when no block holds it.
+    pub(crate) fn record(&mut self, seq: u64) -> Result<Option<&[u8]>, StoreError> {
         let Some(first_seq) = block_start_at_or_before(self.blocks, self.key, seq)? else {
             return Ok(None);
         };
         let Some(block) = self.load_block(first_seq)? else {
             return Ok(None);
         };
-        Ok(block.record(seq).map(Cow::Borrowed))
+        Ok(block.record(seq))
+    }
+}
+
+/// A session's records, read from its blocks and its events table.
+pub(crate) struct Records<'t, E, B> {
+    events: &'t E,
+    sealed: Sealed<'t, B>,
+    key: u64,
+}
+
+impl<'t, E, B> Records<'t, E, B>
+where
+    E: ReadableTable<(u64, u64), &'static [u8]>,
+    B: ReadableTable<(u64, u64, u32), &'static [u8]>,
+{
+    pub(crate) fn new(events: &'t E, blocks: &'t B, session: &'t str, key: u64) -> Self {
+        Records {
+            events,
+            sealed: Sealed::new(blocks, session, key),
+            key,
+        }
+    }
+
+    /// The record of `seq`, or `None` when neither table holds it.
+    pub(crate) fn get(&mut self, seq: u64) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
+        if let Some(bytes) = self.events.get((self.key, seq)).map_err(storage)? {
+            return Ok(Some(Cow::Owned(bytes.value().to_vec())));
+        }
+        Ok(self.sealed.record(seq)?.map(Cow::Borrowed))
     }
 
     /// Calls `f` with every record of `from_seq..to_seq` that is stored, in seq order, the
@@ -234,17 +257,17 @@ where
             .is_some();
         let start = match unsealed {
             true => None,
-            false => block_start_at_or_before(self.blocks, self.key, from_seq)?,
+            false => block_start_at_or_before(self.sealed.blocks, self.key, from_seq)?,
         };
         // A range past the last block (a tail asking for what comes after the head) must not
         // decode that block: its first part's header says where it ends.
         let start = match start {
-            Some(first_seq) if self.ends_at_or_before(first_seq, from_seq)? => None,
+            Some(first_seq) if self.sealed.ends_at_or_before(first_seq, from_seq)? => None,
             other => other,
         };
         if let Some(mut first_seq) = start {
             while next < to_seq {
-                let Some(block) = self.load_block(first_seq)? else {
+                let Some(block) = self.sealed.load_block(first_seq)? else {
                     break;
                 };
                 let mut prev_chain = block.header.chain_in;
@@ -276,6 +299,21 @@ where
             }
         }
         Ok(())
+    }
+}
+
+/// Checks a record read through [`Records::for_each`] and its link to `chain`: by hashing it
+/// when it came from the events table (`link` is `None`), by comparing `chain` with the chain
+/// it was rebuilt from when it came from a block.
+pub(crate) fn check_link(
+    record: &[u8],
+    chain: &ChainHash,
+    link: Option<&ChainHash>,
+) -> Result<RecordHeader, RecordError> {
+    match link {
+        Some(prev_chain) if prev_chain == chain => record::check_record_crc(record),
+        Some(_) => Err(RecordError::ChainMismatch),
+        None => record::check_record(record, chain),
     }
 }
 

@@ -362,12 +362,30 @@ impl Store {
             let mut sessions = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
             let mut events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
             let blocks = txn.open_table(BLOCKS).map_err(StoreError::storage)?;
-            let mut sealed = SealedLookup::default();
+            // Replayed records come in seq order, so a WAL whose records were sealed before a
+            // crash decodes each block once (one reader per session key, in turn).
+            let labels: HashMap<u64, String> = entries
+                .iter()
+                .filter_map(|e| match e {
+                    WalEntry::Event { key, .. } => Some((*key, format!("session key {key}"))),
+                    WalEntry::Session { .. } => None,
+                })
+                .collect();
+            let mut sealed = None;
             for entry in &entries {
                 match entry {
                     WalEntry::Session { record } => replay_session(&mut sessions, record)?,
                     WalEntry::Event { key, seq, record } => {
-                        replay_event(&mut events, &blocks, &mut sealed, *key, *seq, record)?;
+                        let reader = match &mut sealed {
+                            Some((k, reader)) if *k == *key => reader,
+                            slot => {
+                                let label = labels[key].as_str();
+                                &mut slot
+                                    .insert((*key, blocks::Sealed::new(&blocks, label, *key)))
+                                    .1
+                            }
+                        };
+                        replay_event(&mut events, reader, *key, *seq, record)?;
                     }
                 }
             }
@@ -870,49 +888,14 @@ struct GroupTables<'a, 't> {
     checkpoints: &'a mut redb::Table<'t, u64, &'static [u8]>,
 }
 
-/// The last block a replay decoded: replayed records come in seq order, so a WAL whose
-/// records were sealed before a crash decodes each block once.
-#[derive(Default)]
-struct SealedLookup {
-    block: Option<(u64, sessionlog_format::block::Block)>,
-}
-
-impl SealedLookup {
-    /// The sealed record of `(key, seq)`, if a block holds it.
-    fn get(
-        &mut self,
-        blocks: &redb::Table<(u64, u64, u32), &[u8]>,
-        key: u64,
-        seq: u64,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        let cached = matches!(&self.block, Some((k, b)) if *k == key && b.record(seq).is_some());
-        if !cached {
-            let mut range = blocks
-                .range((key, 0, 0)..=(key, seq, u32::MAX))
-                .map_err(StoreError::storage)?;
-            let Some(entry) = range.next_back() else {
-                return Ok(None);
-            };
-            let first_seq = entry.map_err(StoreError::storage)?.0.value().1;
-            drop(range);
-            let session = format!("session key {key}");
-            let bytes = blocks::block_bytes(blocks, key, first_seq)?
-                .ok_or_else(|| blocks::corrupt(&session, first_seq, "the block is missing"))?;
-            let block = blocks::decode_at(&bytes, first_seq)
-                .map_err(|e| blocks::corrupt(&session, first_seq, e))?;
-            self.block = Some((key, block));
-        }
-        let record = self.block.as_ref().and_then(|(_, b)| b.record(seq));
-        Ok(record.map(<[u8]>::to_vec))
-    }
-}
+/// The blocks table as a write transaction opens it.
+type BlocksTable<'t> = redb::Table<'t, (u64, u64, u32), &'static [u8]>;
 
 /// Replays one logged event record: an existing record (in the events table or sealed in a
 /// block) must be identical.
 fn replay_event(
     events: &mut redb::Table<(u64, u64), &[u8]>,
-    blocks: &redb::Table<(u64, u64, u32), &[u8]>,
-    sealed: &mut SealedLookup,
+    sealed: &mut blocks::Sealed<'_, BlocksTable<'_>>,
     key: u64,
     seq: u64,
     record: &[u8],
@@ -925,7 +908,7 @@ fn replay_event(
         .map_err(StoreError::storage)?
         .map(|v| v.value() == record);
     if same.is_none() {
-        same = sealed.get(blocks, key, seq)?.map(|v| v == record);
+        same = sealed.record(seq)?.map(|v| v == record);
     }
     match same {
         Some(true) => Ok(()),

@@ -42,20 +42,14 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// The backlog of a session as it loads: its unsealed records after its last block
-    /// (counted over at most one block's worth: more is due in any case).
+    /// The backlog of a session as it loads: its records in the events table, all of which
+    /// are unsealed (counted over at most one block's worth: more is due in any case).
     pub(crate) fn load(
         events: &impl ReadableTable<(u64, u64), &'static [u8]>,
-        blocks_table: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
-        session: &str,
         key: u64,
-        genesis: &ChainHash,
     ) -> Result<Pending, StoreError> {
-        let (end, _) = blocks::sealed_end(blocks_table, session, key, genesis)?;
         let mut pending = Pending::default();
-        let range = events
-            .range((key, end)..=(key, u64::MAX))
-            .map_err(storage)?;
+        let range = events.range((key, 0)..=(key, u64::MAX)).map_err(storage)?;
         for entry in range.take(BLOCK_EVENTS_MAX) {
             pending.add(entry.map_err(storage)?.1.value().len());
         }
@@ -180,16 +174,20 @@ pub(crate) fn seal_session(
         genesis,
     } = hint;
     let mut sealed = 0;
+    // Where the blocks end, read once: from then on, the block this loop just wrote.
+    let (mut first_seq, mut chain_in) = {
+        let txn = db.begin_read().map_err(storage)?;
+        let blocks_table = txn.open_table(BLOCKS).map_err(storage)?;
+        blocks::sealed_end(&blocks_table, session, *key, genesis)?
+    };
     loop {
-        let (first_seq, chain_in, run) = {
+        let run = {
             let txn = db.begin_read().map_err(storage)?;
             let events = txn.open_table(EVENTS).map_err(storage)?;
-            let blocks_table = txn.open_table(BLOCKS).map_err(storage)?;
-            let (end, chain) = blocks::sealed_end(&blocks_table, session, *key, genesis)?;
-            let Some(run) = full_run(&events, session, *key, end, tail_min)? else {
+            let Some(run) = full_run(&events, session, *key, first_seq, tail_min)? else {
                 return Ok(sealed);
             };
-            (end, chain, run)
+            run
         };
         let bytes = block::encode_block(first_seq, &chain_in, run.iter().map(Vec::as_slice))
             .map_err(|e| corrupt(session, first_seq, format!("sealing: {e}")))?;
@@ -210,6 +208,8 @@ pub(crate) fn seal_session(
         let run_bytes: usize = run.iter().map(Vec::len).sum();
         moved.fetch_add(run_bytes as u64, Ordering::SeqCst);
         sealed += 1;
+        first_seq += run.len() as u64;
+        chain_in.copy_from_slice(&run[run.len() - 1][4..36]);
     }
 }
 

@@ -13,7 +13,7 @@ use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{Event, FormatVersion, SessionHeader};
 
-use super::blocks::{Records, BLOCKS};
+use super::blocks::{check_link, Records, BLOCKS};
 use super::sealer::Pending;
 use super::tables::{self, CheckpointRecord, SessionRecord, CHECKPOINTS, EVENTS, SESSIONS};
 use super::StoreError;
@@ -90,9 +90,7 @@ impl SessionState {
         let ctx = context_of(&session_record);
         let SessionRecord { key, header, .. } = session_record;
         let genesis = record::genesis_chain(&header);
-        let events = txn.open_table(EVENTS).map_err(storage)?;
-        let blocks = txn.open_table(BLOCKS).map_err(storage)?;
-        let pending = Pending::load(&events, &blocks, session, key, &genesis)?;
+        let pending = Pending::load(&txn.open_table(EVENTS).map_err(storage)?, key)?;
         let mut state = match load_checkpoint(txn, session, key, ctx)? {
             Some((fold, chain)) => {
                 let next_seq = fold.admission().next_seq();
@@ -241,13 +239,7 @@ pub(crate) fn for_each_record(
             return Err(corrupt(session, expected_seq, message));
         }
         expected_seq += 1;
-        let header = match link {
-            // Rebuilt from a block: the link holds when the block follows our chain.
-            Some(prev_chain) if prev_chain == chain => record::check_record_crc(bytes),
-            Some(_) => Err(record::RecordError::ChainMismatch),
-            None => record::check_record(bytes, chain),
-        }
-        .map_err(|e| corrupt(session, seq, e))?;
+        let header = check_link(bytes, chain, link).map_err(|e| corrupt(session, seq, e))?;
         let event = record::decode_checked_body(bytes, &header, seq)
             .map_err(|e| corrupt(session, seq, e))?;
         *chain = header.chain;

@@ -390,12 +390,7 @@ impl Walk {
         };
         // The record after a lost block: its link cannot be checked, only what follows.
         if !resync {
-            let linked = match link {
-                Some(prev_chain) if *prev_chain == self.chain => Ok(()),
-                Some(_) => Err(RecordError::ChainMismatch),
-                None => record::check_record(bytes, &self.chain).map(|_| ()),
-            };
-            if let Err(error) = linked {
+            if let Err(error) = blocks::check_link(bytes, &self.chain, link) {
                 self.fault(seq, FaultKind::Chain, error.to_string());
             }
         }
