@@ -37,6 +37,13 @@ pub struct SessionInfo {
 }
 
 impl SessionInfo {
+    /// An empty fold of the session: its rules and its header's identity.
+    pub fn fold(&self) -> SessionFold {
+        let mut fold = SessionFold::new(self.context());
+        fold.set_identity(sessionlog_format::relations::Identity::of(&self.header));
+        fold
+    }
+
     /// The rules the session's events follow.
     pub fn context(&self) -> RuleContext {
         RuleContext {
@@ -132,7 +139,7 @@ pub fn fold_from_scratch<S: LogStore + ?Sized>(
             next_seq: head.next_seq,
         });
     }
-    let mut fold = SessionFold::new(info.context());
+    let mut fold = info.fold();
     for_each_event(store, session, 0, end_seq, |event| {
         let seq = event.seq;
         fold.admit(Arc::new(event))
@@ -232,7 +239,7 @@ fn verify_session<S: LogStore + ?Sized>(
     let mut walk = Walk::new(
         session,
         record::genesis_chain(&info.header),
-        SessionFold::new(info.context()),
+        info.fold(),
         &checkpoint,
     );
     let mut from_seq = 0;

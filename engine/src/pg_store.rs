@@ -26,6 +26,7 @@ use postgres::types::ToSql;
 use postgres::{Client, NoTls};
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::record::{self, ChainHash};
+use sessionlog_format::relations::Identity;
 use sessionlog_format::{Event, FormatVersion, SessionHeader};
 
 use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
@@ -339,9 +340,8 @@ fn fresh(client: &mut Client, session: &str, state: &mut PgSession) -> Result<()
 /// Loads a session: its record, the fold from its checkpoint when usable, then the rest.
 fn load_session(client: &mut Client, session: &str) -> Result<PgSession, StoreError> {
     let info = PgStore::read_info(client, session)?;
-    let ctx = info.context();
     let mut state = PgSession {
-        fold: SessionFold::new(ctx),
+        fold: info.fold(),
         head_chain: record::genesis_chain(&info.header),
         checkpoint_next_seq: 0,
         stale: false,
@@ -350,6 +350,7 @@ fn load_session(client: &mut Client, session: &str) -> Result<PgSession, StoreEr
     if let Some((fold, chain)) = load_checkpoint(client, session, &state.info)? {
         state.checkpoint_next_seq = fold.admission().next_seq();
         state.fold = fold;
+        state.fold.set_identity(Identity::of(&state.info.header));
         state.head_chain = chain;
     }
     catch_up(client, session, &mut state)?;

@@ -10,6 +10,7 @@ use redb::{ReadTransaction, ReadableTable};
 use sessionlog_format::binary;
 use sessionlog_format::fold::{FoldCheckpoint, SessionFold, FOLD_CHECKPOINT_VERSION};
 use sessionlog_format::record::{self, ChainHash};
+use sessionlog_format::relations::Identity;
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{Event, FormatVersion, SessionHeader};
 
@@ -116,6 +117,7 @@ impl SessionState {
                 written: false,
             },
         };
+        state.fold.set_identity(Identity::of(&state.header));
         let from_seq = state.fold.admission().next_seq();
         let mut chain = state.head_chain;
         for_each_record(txn, session, key, from_seq, u64::MAX, &mut chain, |event| {
@@ -302,6 +304,7 @@ pub(crate) fn fold_at(
     let mut chain = record::genesis_chain(&record.header);
     let to_seq = at_seq.map_or(u64::MAX, |s| s.saturating_add(1));
     let mut fold = SessionFold::new(context_of(&record));
+    fold.set_identity(Identity::of(&record.header));
     for_each_record(txn, session, record.key, 0, to_seq, &mut chain, |event| {
         let seq = event.seq;
         fold.admit(Arc::new(event))

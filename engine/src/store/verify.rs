@@ -131,7 +131,11 @@ fn verify_session(
     let mut walk = Walk::new(
         session,
         record::genesis_chain(&record.header),
-        SessionFold::new(context_of(&record)),
+        {
+            let mut fold = SessionFold::new(context_of(&record));
+            fold.set_identity(sessionlog_format::relations::Identity::of(&record.header));
+            fold
+        },
         &checkpoint,
     );
     let key = record.key;
