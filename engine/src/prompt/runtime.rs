@@ -182,7 +182,13 @@ mod tests {
             step: 1,
             extra: Extra::new(),
         };
-        let start = Event::new(0, 0, EventData::StepStart(Box::new(step)));
+        let turn = sessionlog_format::payload::TurnStart {
+            turn: 1,
+            extra: Extra::new(),
+        };
+        let opening = Event::new(0, 0, EventData::TurnStart(Box::new(turn)));
+        fold.admit(Arc::new(opening)).unwrap();
+        let start = Event::new(1, 0, EventData::StepStart(Box::new(step)));
         fold.admit(Arc::new(start)).unwrap();
         fold
     }

@@ -85,6 +85,20 @@ fn turn_end(turn: u64, reason: Value) -> Value {
     json!({ "type": "turn/end", "data": { "turn": turn, "reason": reason } })
 }
 
+fn step_end(turn: u64, step: u64) -> Value {
+    json!({ "type": "step/end", "data": { "turn": turn, "step": step } })
+}
+
+fn tool_call(call_id: &str, name: &str, arguments: &str) -> Value {
+    json!({ "type": "tool/call", "data": { "turn": 1, "step": 1, "callId": call_id,
+        "name": name, "arguments": arguments } })
+}
+
+fn header() -> Value {
+    json!({ "type": "request/header", "data": {
+        "header": { "config": { "provider": "p", "model": "m" } }, "reason": "initial" } })
+}
+
 fn step_start(turn: u64, step: u64) -> Value {
     json!({ "type": "step/start", "data": { "turn": turn, "step": step } })
 }
@@ -159,6 +173,7 @@ fn system_prompt_changes_are_markers() {
         system("c", None, replace(4)),
         system("d", Some("You are dsh, v2."), replace(2)),
         system("e", None, json!("append")),
+        step_end(1, 1),
         turn_end(1, json!({ "kind": "completed" })),
     ];
     let transcript = check(&events);
@@ -189,7 +204,7 @@ fn system_prompt_changes_are_markers() {
                 "prompt-clear",
                 "system prompt cleared (an empty node appended)"
             ),
-            row(8, "turn-end", "turn 1 ended: completed"),
+            row(9, "turn-end", "turn 1 ended: completed"),
         ]
     );
     let rewrite = &transcript.entries[5];
@@ -217,6 +232,7 @@ fn messages_render_every_block() {
                 { "type": "tool-call", "id": "c1", "name": "bash", "arguments": "{\"command\":\"ls\"}" },
             ]),
         ),
+        tool_call("c1", "bash", "{\"command\":\"ls\"}"),
         tool_result("t", "c1", "boom", true),
         assistant("b", json!([])),
     ];
@@ -236,8 +252,8 @@ fn messages_render_every_block() {
                 "reasoning: think (-0) | 0123456789012345678901234567890123456789 (-10) \
                  | call bash: {\"command\":\"ls\"} (-0)"
             ),
-            row(4, "tool", "result Some(\"bash\") error=true: boom (-0)"),
-            row(5, "assistant", ""),
+            row(5, "tool", "result Some(\"bash\") error=true: boom (-0)"),
+            row(6, "assistant", ""),
         ]
     );
     let tool = &transcript.entries[3];
@@ -267,8 +283,8 @@ fn compactions_are_one_marker() {
             "surfaceOp": { "op": "replace", "startSeq": 2, "endSeq": 3 },
             "sourceEventSeqs": [4, 5, 2, 3] }),
         json!({ "type": "compaction/end", "data": { "compactionId": "c", "turn": 1 } }),
-        json!({ "type": "compaction/start", "data": { "compactionId": "d", "turn": null } }),
-        json!({ "type": "compaction/end", "data": { "compactionId": "d", "turn": null,
+        json!({ "type": "compaction/start", "data": { "compactionId": "d", "turn": 1 } }),
+        json!({ "type": "compaction/end", "data": { "compactionId": "d", "turn": 1,
             "error": [{ "code": "TOO_BIG", "message": "summary is not smaller\nat all" }] } }),
     ];
     assert_eq!(
@@ -298,21 +314,23 @@ fn compactions_are_one_marker() {
 #[test]
 fn prunes_replaces_attempts_and_turn_ends() {
     let mut pruned = tool_result("t", "c1", "[output pruned]", false);
-    pruned["surfaceOp"] = replace(3);
-    pruned["sourceEventSeqs"] = json!([3]);
+    pruned["surfaceOp"] = replace(5);
+    pruned["sourceEventSeqs"] = json!([5]);
     let mut again = tool_result("t", "c1", "[gone]", false);
-    again["surfaceOp"] = replace(5);
-    again["sourceEventSeqs"] = json!([5]);
+    again["surfaceOp"] = replace(7);
+    again["sourceEventSeqs"] = json!([7]);
     let events = [
         turn_start(1),
         step_start(1, 1),
+        header(),
         assistant(
             "a",
             json!([{ "type": "tool-call", "id": "c1", "name": "grep", "arguments": "{}" }]),
         ),
+        tool_call("c1", "grep", "{}"),
         tool_result("t", "c1", "hits", false),
-        json!({ "type": "compaction/prune", "data": { "shadowedRange": { "start": 3, "end": 3 },
-            "shadowedSeqs": [3], "shadowedTokenCount": 7 } }),
+        json!({ "type": "compaction/prune", "data": { "shadowedRange": { "start": 5, "end": 5 },
+            "shadowedSeqs": [5], "shadowedTokenCount": 7 } }),
         pruned,
         again,
         json!({ "type": "assistant/attempt", "data": { "turn": 1, "step": 1, "stream": [
@@ -322,6 +340,7 @@ fn prunes_replaces_attempts_and_turn_ends() {
         json!({ "type": "llm/retry", "data": { "retryId": "r", "turn": 1, "step": 1,
             "provider": "p", "mode": "normal", "policyKey": "k", "retry": 1, "maxRetries": 2,
             "delayMs": 10, "failure": { "code": "EMPTY_RESPONSE", "message": "nothing" } } }),
+        step_end(1, 1),
         turn_end(
             1,
             json!({ "kind": "aborted", "reason": { "kind": "hook", "reason": "stop" } }),
@@ -336,31 +355,31 @@ fn prunes_replaces_attempts_and_turn_ends() {
         summarize(&check(&events)),
         vec![
             row(0, "turn-start", "turn 1"),
-            row(2, "assistant", "call grep: {} (-0)"),
-            row(3, "tool", "result Some(\"grep\") error=false: hits (-0)"),
-            row(
-                4,
-                "prune",
-                "tool result #3 pruned (~7 tokens), model copy #5"
-            ),
+            row(3, "assistant", "call grep: {} (-0)"),
+            row(5, "tool", "result Some(\"grep\") error=false: hits (-0)"),
             row(
                 6,
-                "replace",
-                "tool/result replaced #5..#5 (model-only copy)"
+                "prune",
+                "tool result #5 pruned (~7 tokens), model copy #7"
             ),
             row(
-                7,
+                8,
+                "replace",
+                "tool/result replaced #7..#7 (model-only copy)"
+            ),
+            row(
+                9,
                 "attempt",
                 "model call settled without a message: error: EMPTY_RESPONSE: nothing"
             ),
             row(
-                8,
+                10,
                 "retry",
                 "retry 1 of 2 in 10 ms after EMPTY_RESPONSE: nothing"
             ),
-            row(9, "turn-end", "turn 1 ended: aborted (hook: stop)"),
-            row(10, "turn-start", "turn 2"),
-            row(11, "turn-end", "turn 2 ended: error: rate limited"),
+            row(12, "turn-end", "turn 1 ended: aborted (hook: stop)"),
+            row(13, "turn-start", "turn 2"),
+            row(14, "turn-end", "turn 2 ended: error: rate limited"),
         ]
     );
 }
