@@ -127,22 +127,18 @@ fn sources_cover_shadowed_nodes() {
 fn tool_result_rewrite() {
     let (_dir, store) = temp_store();
     opened(&store, "s");
-    store
-        .append(
-            "s",
-            5,
-            vec![tool_result(5, "c1", "long output", APPEND, vec![3])],
-        )
-        .unwrap();
-    let other_call = tool_result(6, "c2", "short", replace(5, 5), vec![5]);
-    let (_, rule, message) = refusal(store.append("s", 6, vec![other_call]));
+    let mut batch = advertised(5, "c1");
+    batch.push(tool_result(7, "c1", "long output", APPEND, vec![3]));
+    store.append("s", 5, batch).unwrap();
+    let other_call = tool_result(8, "c2", "short", replace(7, 7), vec![7]);
+    let (_, rule, message) = refusal(store.append("s", 8, vec![other_call]));
     assert_eq!(rule, Rule::Surface);
     assert!(
         message.starts_with("a tool/result rewrite may change only message.content[0].content"),
         "{message}"
     );
-    let over_user = tool_result(6, "c1", "short", replace(4, 4), vec![4]);
-    let (_, _, message) = refusal(store.append("s", 6, vec![over_user]));
+    let over_user = tool_result(8, "c1", "short", replace(4, 4), vec![4]);
+    let (_, _, message) = refusal(store.append("s", 8, vec![over_user]));
     assert_eq!(
         message,
         "a tool/result replace must shadow a tool/result node, not seq 4"
@@ -150,11 +146,11 @@ fn tool_result_rewrite() {
     store
         .append(
             "s",
-            6,
-            vec![tool_result(6, "c1", "[pruned]", replace(5, 5), vec![5])],
+            8,
+            vec![tool_result(8, "c1", "[pruned]", replace(7, 7), vec![7])],
         )
         .unwrap();
-    assert_eq!(nodes(&store, "s"), vec![2, 3, 4, 6]);
+    assert_eq!(nodes(&store, "s"), vec![2, 3, 4, 5, 8]);
 }
 
 // Goal: node 0 holds the system prompt: only a system/message over exactly that node may

@@ -96,16 +96,15 @@ fn events_for(op: &Op, model: &Model, next_call: &mut u64) -> Option<(Vec<Event>
         Op::ToolResult => {
             *next_call += 1;
             let call = format!("c{next_call}");
-            Some((
-                vec![tool_result(
-                    seq,
-                    &call,
-                    &format!("out {seq}"),
-                    SurfaceOp::Append,
-                    vec![head],
-                )],
-                false,
-            ))
+            let mut events = advertised(seq, &call);
+            events.push(tool_result(
+                seq + 2,
+                &call,
+                &format!("out {seq}"),
+                SurfaceOp::Append,
+                vec![head],
+            ));
+            Some((events, false))
         }
         Op::Replace(a, b) => {
             let pick = |x: u8| (x as usize * nodes.len()) / 256;

@@ -141,12 +141,57 @@ pub fn tool_result(seq: u64, call_id: &str, text: &str, op: SurfaceOp, sources: 
         .with_sources(sources)
 }
 
+/// An assistant message at `seq` advertising the call `call_id`, and its `tool/call` at
+/// `seq + 1`: what a tool result must follow (spec 12.2, tool lifecycle).
+pub fn advertised(seq: u64, call_id: &str) -> Vec<Event> {
+    use sessionlog_format::message::ToolCallBlock;
+    use sessionlog_format::payload::{AssistantMessageData, ToolCallData};
+    let mut model = source("model");
+    model.provider = Some("p".to_owned());
+    model.model = Some("m".to_owned());
+    let call = ToolCallBlock {
+        id: call_id.to_owned(),
+        name: "read".to_owned(),
+        arguments: "{}".to_owned(),
+        extra: Default::default(),
+    };
+    let message = Message {
+        id: Some(format!("assistant-{seq}")),
+        role: Some("assistant".to_owned()),
+        content: vec![ContentBlock::ToolCall(call)],
+        source: Some(model),
+        extra: Default::default(),
+    };
+    let assistant = AssistantMessageData {
+        turn: 1,
+        step: 1,
+        message,
+        stream: Some(Vec::new()),
+        usage: None,
+        interrupted: None,
+        extra: Default::default(),
+    };
+    let started = ToolCallData {
+        turn: 1,
+        step: 1,
+        call_id: call_id.to_owned(),
+        name: "read".to_owned(),
+        arguments: "{}".to_owned(),
+        extra: Default::default(),
+    };
+    vec![
+        Event::new(seq, 0, EventData::AssistantMessage(Box::new(assistant)))
+            .with_surface_op(SurfaceOp::Append),
+        Event::new(seq + 1, 0, EventData::ToolCall(Box::new(started))),
+    ]
+}
+
 pub fn title(seq: u64) -> Event {
     Event::other(
         seq,
         0,
         sessionlog_format::EventType::SessionTitle,
-        json!({"title": "t", "messageSeqs": [], "source": {"kind": "fallback"}}),
+        json!({"title": "t", "messageSeqs": [], "source": {"kind": "user"}}),
     )
 }
 
