@@ -274,3 +274,28 @@ fn many_sessions_and_unknown_ones() {
         Err(StoreError::SessionExists { .. })
     ));
 }
+
+// Goal: a batch that breaks a relationship rule (spec 12.2) is refused with dsh's text and
+// stages nothing, and the session's next append sees the state from before it. Method: a
+// valid event, then a turn/start while turn 1 is open, in one batch.
+#[test]
+fn relationship_refusal_stages_nothing() {
+    let (_dir, store) = temp_store();
+    opened(&store, "s");
+    let batch = vec![user(5, "three", APPEND, None), turn_start(6, 2)];
+    let (seq, rule, message) = refusal(store.append("s", 5, batch));
+    assert_eq!(
+        (seq, rule, message.as_str()),
+        (
+            6,
+            Rule::TurnStart,
+            "turn/start 2 does not open expected turn 1"
+        )
+    );
+    assert_eq!(nodes(&store, "s"), vec![2, 3, 4]);
+    let (_, rule, _) = refusal(store.append("s", 5, vec![turn_start(5, 2)]));
+    assert_eq!(rule, Rule::TurnStart);
+    store
+        .append("s", 5, vec![user(5, "three", APPEND, None)])
+        .unwrap();
+}

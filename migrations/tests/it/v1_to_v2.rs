@@ -978,3 +978,47 @@ fn delivery_markers_headers_and_density() {
         "format v1 source events must be dense: expected seq 0, found 1"
     );
 }
+
+/// Reads a V1 log from rows and migrates it through the whole chain.
+fn migrate_chain(rows: &[Value]) -> Result<Vec<Event>, sessionlog_migrations::Refusal> {
+    use sessionlog_migrations::{Catalog, Migrator, MigratorOptions};
+    let mut text = format!("{HEADER}\n");
+    for row in rows {
+        text.push_str(&format!("{row}\n"));
+    }
+    let log = read_log(text.as_bytes(), ReadOptions::default()).expect("the V1 reader reads it");
+    let (mut migrator, _) =
+        Migrator::new(&Catalog::released(), log.header, MigratorOptions::default()).unwrap();
+    let mut out = Vec::new();
+    for event in log.events {
+        migrator.push(event, &mut out)?;
+    }
+    migrator.finish(&mut out)?;
+    Ok(out)
+}
+
+// Goal: the chain validates the V1 -> V2 edge's output with the relationship rules (spec
+// 12.2), as dsh refuses the transformed artifact, with the legacy restart exception admitted
+// there. Method: a V1 log (not validated relationally as read) that skips a turn number, and
+// one with the released restart pattern.
+#[test]
+fn the_transformed_artifact_is_validated() {
+    let skipped = [turn_start(0, 1, 1), turn_end(1, 2, 1), turn_start(2, 3, 3)];
+    let refusal = migrate_chain(&skipped).expect_err("turn 2 is skipped");
+    assert_eq!(
+        refusal.to_string(),
+        "Session migration from v1 to v2 refuses the transformed artifact: turn/start 3 does \
+         not open expected turn 2 [turn-start]"
+    );
+    assert_eq!(refusal.seq, Some(2));
+    let inserted = json!({"target": "next-turn", "start": 0, "inserted": [
+        {"id": "i", "role": "user", "content": [{"type": "text", "text": "again"}],
+         "source": {"kind": "user"}}]});
+    let restart = [
+        turn_start(0, 1, 1),
+        ev("agent/inbox/spliced", 1, 2, inserted),
+        turn_start(2, 3, 2),
+        turn_end(3, 4, 2),
+    ];
+    migrate_chain(&restart).expect("the legacy restart is admitted at V1 -> V2");
+}
