@@ -49,6 +49,16 @@ pub fn import_file(
         drop(reader);
         return import_migrated(store, path, snapshot, on_commit);
     }
+    // A first pass reads the whole log under every rule, writing nothing, so that a log
+    // refused anywhere (a relationship rule may only fail at its end) creates no session.
+    let mut check = open_log(path, options)?;
+    while let Some(event) = check.next_event() {
+        event.map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    drop(check);
     let session = reader.header().id.clone();
     let mut created = false;
     let mut batch: Vec<Event> = Vec::with_capacity(IMPORT_BATCH_EVENTS);
