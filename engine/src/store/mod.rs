@@ -298,6 +298,11 @@ impl Store {
         if !path.exists() {
             create_file(path)?;
         }
+        // A damaged WAL is refused before redb opens the file, which would write to it.
+        let wal_path = wal::wal_path(path);
+        if let Some(first) = wal::read(&wal_path)?.damaged.first() {
+            return Err(wal_damaged(&wal_path, first));
+        }
         let db = Database::create(path).map_err(|error| match error {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
                 path: path.display().to_string(),
@@ -350,15 +355,7 @@ impl Store {
         if let Some(first) = replay.damaged.first() {
             // Never restarted: the restart would make the damaged frame, and everything it
             // held, stale for good.
-            return Err(StoreError::WalDamaged {
-                path: wal::wal_path(path).display().to_string(),
-                summary: format!(
-                    "{} damaged frame(s), the first at byte offset {} ({})",
-                    replay.damaged.len(),
-                    first.offset_bytes,
-                    first.reason
-                ),
-            });
+            return Err(wal_damaged(&wal::wal_path(path), first));
         }
         let mut store = Store::new(path, db, Some(wal), Vec::new());
         store.init_tables()?;
@@ -982,6 +979,17 @@ impl Store {
             return Ok(false);
         };
         db.compact().map_err(StoreError::storage)
+    }
+}
+
+/// The refusal of a writable open of a WAL with a damaged frame.
+fn wal_damaged(wal_path: &Path, first: &DamagedFrame) -> StoreError {
+    StoreError::WalDamaged {
+        path: wal_path.display().to_string(),
+        summary: format!(
+            "frame {} at byte offset {} is damaged ({})",
+            first.frame_idx, first.offset_bytes, first.reason
+        ),
     }
 }
 

@@ -146,6 +146,9 @@ pub struct DamagedFrame {
     pub events: Vec<(u64, u64)>,
     /// The session records it shows (session creations).
     pub session_records: Vec<Vec<u8>>,
+    /// Whether `events` and `session_records` are every entry the payload counts; otherwise
+    /// the damage hides the rest.
+    pub entries_complete: bool,
 }
 
 /// What a WAL holds: the entries of its valid frames, in order, and its damaged frames.
@@ -740,16 +743,16 @@ fn frame_at(bytes: &[u8], offset: usize, generation: u64) -> FrameAt {
     let Some(tag) = block_tag(bytes, offset) else {
         return FrameAt::End;
     };
-    match classify_tag(tag, generation) {
-        Tag::Current => {}
-        Tag::Near => return damaged(None, "its first block's generation tag is damaged", None),
-        Tag::Foreign => return FrameAt::End,
+    if classify_tag(tag, generation) == Tag::Foreign {
+        return FrameAt::End;
     }
+    // A near tag is read on as current: the header's crc covers the generation itself.
     let body = &bytes[offset + TAG_BYTES..offset + BLOCK_BYTES as usize];
     let len = u32::from_le_bytes(body[..4].try_into().expect("4 bytes"));
     let payload_crc = u32::from_le_bytes(body[4..8].try_into().expect("4 bytes"));
     if frame_header(len, payload_crc, generation) != body[..FRAME_HEADER_BYTES] || len == 0 {
-        return damaged(None, "its header fails its checksum", None);
+        let payload = stream_after_damaged_header(bytes, offset, generation);
+        return damaged(None, "its header fails its checksum", Some(payload));
     }
     let len = len as usize;
     if len > FRAME_BYTES_MAX {
@@ -788,6 +791,25 @@ fn frame_at(bytes: &[u8], offset: usize, generation: u64) -> FrameAt {
         Some(entries) => FrameAt::Valid { entries, end },
         None => damaged(Some(end), "its payload does not parse", Some(payload)),
     }
+}
+
+/// The payload of a frame whose header is damaged, as far as it can be told: the stream of the
+/// blocks from `offset` on that were written in this generation, after the header's bytes
+/// (its entries' own layout then says where they end).
+fn stream_after_damaged_header(bytes: &[u8], offset: usize, generation: u64) -> Vec<u8> {
+    /// The longest stretch read: the payloads of append groups are far smaller.
+    const GUESS_BYTES_MAX: usize = 8 << 20;
+    let mut stream = Vec::new();
+    let mut at = offset;
+    while stream.len() < GUESS_BYTES_MAX {
+        match block_tag(bytes, at).map(|tag| classify_tag(tag, generation)) {
+            Some(Tag::Current | Tag::Near) => {}
+            _ => break,
+        }
+        stream.extend_from_slice(&bytes[at + TAG_BYTES..at + BLOCK_BYTES as usize]);
+        at += BLOCK_BYTES as usize;
+    }
+    stream.split_off(FRAME_HEADER_BYTES.min(stream.len()))
 }
 
 /// Parses a version 4 log: the entries of every valid frame of `generation` from block 1 on,
@@ -865,6 +887,7 @@ fn damaged_frame(
         reason,
         events: Vec::new(),
         session_records: Vec::new(),
+        entries_complete: false,
     };
     if let Some(payload) = payload {
         sketch_entries(&payload, &mut frame);
@@ -901,6 +924,7 @@ fn sketch_entries(payload: &[u8], frame: &mut DamagedFrame) {
         }
         rest = after;
     }
+    frame.entries_complete = true;
 }
 
 /// The entries of a payload whose checksum held, if its layout is whole; `None` otherwise.
