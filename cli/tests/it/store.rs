@@ -135,3 +135,146 @@ fn refusals_exit_1() {
         stderr(&missing)
     );
 }
+
+/// The bytes and modification times of a store's files (the `.wal` may be absent).
+fn files_state(db: &Path) -> Vec<Option<(Vec<u8>, std::time::SystemTime)>> {
+    let wal = sessionlog_engine::store::wal_path(db);
+    [db.to_owned(), wal]
+        .iter()
+        .map(|p| {
+            let bytes = std::fs::read(p).ok()?;
+            Some((bytes, std::fs::metadata(p).ok()?.modified().ok()?))
+        })
+        .collect()
+}
+
+// Goal: issue #20's operator traps: a read command never creates a store (a mistyped --db is
+// exit 2 and no file appears; an empty or foreign file is exit 1, named as not a store) and
+// never writes one (verify, export, messages, surface, audit leave both files byte for byte
+// and mtime for mtime as they were, and work with no .wal file at all, as on a copy of the
+// .redb alone made after a clean close).
+#[test]
+fn read_commands_never_create_or_write_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("typo.redb");
+    for args in [
+        &["verify"][..],
+        &["export", "s", "-o", "-"],
+        &["messages", "s"],
+    ] {
+        let output = with_db(&missing, args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("no store at"),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!missing.exists(), "{args:?} created the store");
+        assert!(!sessionlog_engine::store::wal_path(&missing).exists());
+    }
+    let empty = tmp.path().join("empty.redb");
+    std::fs::write(&empty, b"").unwrap();
+    let output = with_db(&empty, &["verify"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("not a sessionlog store"),
+        "{}",
+        stderr(&output)
+    );
+    let foreign = tmp.path().join("foreign.redb");
+    std::fs::write(&foreign, b"just some text, not a database at all").unwrap();
+    let output = with_db(&foreign, &["verify"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+
+    let db = tmp.path().join("store.redb");
+    let file = generate(tmp.path(), "a.v3.jsonl", "500", "3");
+    let import = with_db(&db, &["--json", "import", &file]);
+    assert_eq!(import.status.code(), Some(0), "{}", stderr(&import));
+    let session = json_of(&import)["imports"][0]["session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::remove_file(sessionlog_engine::store::wal_path(&db)).unwrap();
+    let before = files_state(&db);
+    let out = tmp.path().join("out.v3.jsonl");
+    let out = out.to_str().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["verify"],
+        &["export", &session, "-o", out],
+        &["messages", &session],
+        &["surface", &session],
+        &["audit"],
+    ];
+    for args in commands {
+        let output = with_db(&db, args);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(files_state(&db) == before, "{args:?} wrote to the store");
+    }
+}
+
+// Goal: `export -o -` into a pipe closed early (`| head`) exits non-zero: a truncated export
+// is not success (issue #20, finding 4).
+#[test]
+fn export_to_a_closed_pipe_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("store.redb");
+    let file = generate(tmp.path(), "a.v3.jsonl", "20000", "4");
+    let import = with_db(&db, &["--json", "import", &file]);
+    assert_eq!(import.status.code(), Some(0), "{}", stderr(&import));
+    let session = json_of(&import)["imports"][0]["session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(["export", &session, "-o", "-"])
+        .env("SESSIONLOG_DB", &db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1024];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("cut short"), "{}", stderr(&output));
+}
+
+// Goal: `backup` writes one file that opens and verifies with the same heads as the store,
+// and refuses to overwrite; the source store is not written.
+#[test]
+fn backup_is_one_file_with_the_same_heads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("store.redb");
+    for (name, seed) in [("a.v3.jsonl", "5"), ("b.v3.jsonl", "6")] {
+        let file = generate(tmp.path(), name, "700", seed);
+        let import = with_db(&db, &["import", &file]);
+        assert_eq!(import.status.code(), Some(0), "{}", stderr(&import));
+    }
+    let before = files_state(&db);
+    let copy = tmp.path().join("copy.redb");
+    let copy_arg = copy.to_str().unwrap();
+    let backup = with_db(&db, &["backup", "-o", copy_arg]);
+    assert_eq!(backup.status.code(), Some(0), "{}", stderr(&backup));
+    assert!(files_state(&db) == before, "backup wrote to the source");
+    assert!(!sessionlog_engine::store::wal_path(&copy).exists());
+    let heads = |db: &Path| {
+        let verify = with_db(db, &["--json", "verify"]);
+        assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+        json_of(&verify)["sessions"].clone()
+    };
+    assert_eq!(heads(&copy), heads(&db));
+    let again = with_db(&db, &["backup", "-o", copy_arg]);
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+}

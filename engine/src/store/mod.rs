@@ -33,7 +33,7 @@ pub use self::session::Head;
 use self::session::SessionState;
 pub use self::tables::STORE_FORMAT_VERSION;
 use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
-pub use self::wal::{DamagedFrame, WalFile};
+pub use self::wal::{wal_path, DamagedFrame, WalFile};
 use self::wal::{FrameBuilder, Replay, Wal, WalEntry};
 
 /// Most events one batch may carry.

@@ -313,7 +313,7 @@ struct WrittenFrame {
 }
 
 /// The WAL path of a store file: `<store>.wal`.
-pub(crate) fn wal_path(store_path: &Path) -> PathBuf {
+pub fn wal_path(store_path: &Path) -> PathBuf {
     let mut name = store_path.as_os_str().to_owned();
     name.push(".wal");
     PathBuf::from(name)
