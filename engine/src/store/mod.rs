@@ -1084,11 +1084,19 @@ fn replay_event(
 /// Runs `f`, turning a panic into [`StoreError::Corrupt`]. redb keeps no page checksums and
 /// panics on some damaged pages (a zero-filled tail, say); the corruption campaign
 /// (RELIABILITY.md) found this, and no damaged file may crash the engine.
+///
+/// The panic is not printed (no message, no backtrace on stderr): it becomes the error, which
+/// names what the store was doing. A panic hook installed once forwards every other panic to
+/// the hook that was there before.
 pub(crate) fn guard<T>(
     what: &str,
     f: impl FnOnce() -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+    quiet_panics_hook();
+    GUARDED.with(|depth| depth.set(depth.get() + 1));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARDED.with(|depth| depth.set(depth.get() - 1));
+    caught.unwrap_or_else(|panic| {
         let detail = panic
             .downcast_ref::<&str>()
             .map(|s| (*s).to_owned())
@@ -1098,6 +1106,25 @@ pub(crate) fn guard<T>(
             reason: format!("the database failed while {what}: {detail}"),
         })
     })
+}
+
+thread_local! {
+    /// How many [`guard`] calls this thread is inside: a panic there is caught and reported
+    /// as an error, so it is not printed.
+    static GUARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Installs (once) the panic hook that keeps guarded panics quiet.
+fn quiet_panics_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if GUARDED.with(|depth| depth.get()) == 0 {
+                previous(info);
+            }
+        }));
+    });
 }
 
 /// Locks a mutex; a panic while it was held poisons it, and the data is still consistent

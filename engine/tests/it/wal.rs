@@ -262,3 +262,34 @@ fn a_flipped_byte_in_an_earlier_wal_frame_leaves_the_rest_readable() {
     let before = store.read_range("a", 0, 67).unwrap();
     assert_eq!(before.len(), 67);
 }
+
+// Goal: salvage of a store whose WAL's last frame is damaged writes the session's intact
+// events (the frames before the damage) as a V3 log and names the loss from the first seq
+// the damaged frame held; the store's files are not written.
+#[test]
+fn salvage_writes_the_intact_events_and_names_the_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, frame_starts) = crash_image(&dir, 4);
+    let wal_path = path.with_extension("redb.wal");
+    let mut bytes = std::fs::read(&wal_path).unwrap();
+    bytes[*frame_starts.last().unwrap() as usize + 1000] ^= 0x01;
+    std::fs::write(&wal_path, &bytes).unwrap();
+    let before = snapshot(&path);
+    let store = Store::open_read_only(&path).unwrap();
+    let out = dir.path().join("salvaged");
+    let report = sessionlog_engine::salvage::salvage(&store, &out).unwrap();
+    assert!(!report.complete());
+    assert_eq!(report.written.len(), 1);
+    assert_eq!(report.written[0].events, 3 + 3 * 64);
+    assert_eq!(report.lost.len(), 1);
+    assert_eq!(report.lost[0].from_seq, Some(3 + 3 * 64));
+    assert_eq!(report.damaged_frames.len(), 1);
+    drop(store);
+    assert!(snapshot(&path) == before);
+    let written = std::fs::read_to_string(&report.written[0].file).unwrap();
+    assert_eq!(
+        written.lines().count(),
+        1 + 3 + 3 * 64,
+        "the header and every event"
+    );
+}
