@@ -49,6 +49,19 @@ pub fn import_file(
         drop(reader);
         return import_migrated(store, path, snapshot, on_commit);
     }
+    // A strict pre-pass writing nothing, so that a refused log adds no session (issue #20: a
+    // bad last row left all the batches before it as a session that verified ok).
+    let checked = crate::check::check_file(path, crate::check::CheckOptions { snapshot });
+    if let Some(first) = checked.errors.first() {
+        let seq = first.seq.map(|s| format!("seq {s}: ")).unwrap_or_default();
+        return Err(Error::Refused(format!(
+            "{}:{}: {seq}{} [{}]; nothing was imported",
+            path.display(),
+            first.line,
+            first.message,
+            first.rule
+        )));
+    }
     let session = reader.header().id.clone();
     let mut created = false;
     let mut batch: Vec<Event> = Vec::with_capacity(IMPORT_BATCH_EVENTS);

@@ -333,3 +333,26 @@ fn byte_flips_over_the_store_are_faults_or_harmless_never_silent() {
     );
     eprintln!("store byte flips: {faults} faults, {harmless} harmless");
 }
+
+// Goal: issue #20, finding 4: a V3 log whose last row is bad is refused (exit 1) and adds
+// no session at all, so that importing the good file afterwards succeeds (it was refused
+// with "already exists" when the refused import had left a shorter session behind).
+#[test]
+fn a_refused_import_adds_no_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("store.redb");
+    let good = generate(tmp.path(), "a.v3.jsonl", "20000", "9");
+    let text = std::fs::read_to_string(&good).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.pop();
+    lines.push("{\"seq\": 1, \"not\": \"an event\"}");
+    let bad = tmp.path().join("bad.v3.jsonl");
+    std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
+    let refused = with_db(&db, &["import", bad.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    let verify = with_db(&db, &["--json", "verify"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    assert_eq!(json_of(&verify)["sessions"], serde_json::json!([]));
+    let import = with_db(&db, &["import", &good]);
+    assert_eq!(import.status.code(), Some(0), "{}", stderr(&import));
+}
