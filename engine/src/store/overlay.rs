@@ -73,15 +73,14 @@ impl OverlayBackend {
             .min(PAGE_BYTES);
         if from_file > 0 {
             self.file
-                .read_exact_at(&mut bytes[..from_file as usize], start)
-                .map_err(BackendIoError::from)?;
+                .read_exact_at(&mut bytes[..from_file as usize], start)?;
         }
         Ok(bytes)
     }
 }
 
 fn lock_poisoned() -> BackendIoError {
-    BackendIoError::from(std::io::Error::other("the overlay lock is poisoned"))
+    std::io::Error::other("the overlay lock is poisoned")
 }
 
 impl StorageBackend for OverlayBackend {
@@ -93,10 +92,10 @@ impl StorageBackend for OverlayBackend {
         let overlay = self.state.read().map_err(|_| lock_poisoned())?;
         let end = offset + out.len() as u64;
         if end > overlay.len {
-            return Err(BackendIoError::from(std::io::Error::new(
+            return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
                 "read past the end of the storage",
-            )));
+            ));
         }
         // Fast path: no page written over the range.
         let first_page = offset / PAGE_BYTES;
@@ -104,10 +103,7 @@ impl StorageBackend for OverlayBackend {
         if overlay.pages.range(first_page..last_page).next().is_none()
             && end <= overlay.file_visible_bytes
         {
-            return self
-                .file
-                .read_exact_at(out, offset)
-                .map_err(BackendIoError::from);
+            return self.file.read_exact_at(out, offset);
         }
         let mut done = 0usize;
         while done < out.len() {
