@@ -39,7 +39,7 @@ pub fn audit(global: Global, args: AuditArgs) -> anyhow::Result<ExitCode> {
         }
         audit_files(&global, &files, args.input.snapshot.into())
     } else {
-        let store = args.db.open()?;
+        let store = args.db.open_read_only()?;
         audit_store(&store, &args.sources)?
     };
     let totals = totals(&rows);

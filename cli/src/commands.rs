@@ -81,6 +81,12 @@ enum Command {
     /// Copies every session (or those named) to another backend, e.g. a postgres:// URL,
     /// and verifies each on arrival.
     Copy(crate::serve_command::CopyArgs),
+    /// Writes every intact session of a store (read-only, a damaged WAL included) to a
+    /// directory as V3 logs and names exactly what was lost; exit 1 when something was.
+    Salvage(crate::salvage_command::SalvageArgs),
+    /// Writes a consistent single-file copy of a store (its WAL included) that opens and
+    /// verifies with the same heads.
+    Backup(crate::salvage_command::BackupArgs),
 }
 
 #[derive(Debug, Args)]
@@ -209,6 +215,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compact(args) => crate::compact_command::run(global, args),
         Command::Serve(args) => crate::serve_command::serve(global, args),
         Command::Copy(args) => crate::serve_command::copy(global, args),
+        Command::Salvage(args) => crate::salvage_command::salvage(global, args),
+        Command::Backup(args) => crate::salvage_command::backup(global, args),
     }
 }
 

@@ -61,7 +61,7 @@ pub fn diff(global: Global, args: DiffArgs) -> anyhow::Result<ExitCode> {
     let (left, right) = (side(&args.left), side(&args.right));
     let needs_store = [&left, &right].iter().any(|s| !Path::new(s.name).exists());
     let store: Option<Store> = if needs_store {
-        Some(args.db.open()?)
+        Some(args.db.open_read_only()?)
     } else {
         None
     };

@@ -11,6 +11,7 @@ mod output;
 mod prompt_command;
 mod requests_command;
 mod run_command;
+mod salvage_command;
 mod serve_command;
 mod show_command;
 mod store_commands;
@@ -34,7 +35,7 @@ fn main() -> ExitCode {
         Err(error) if output::is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("sessionlog: {}", output::error_text(&error));
-            ExitCode::from(output::EXIT_FAULT)
+            ExitCode::from(output::exit_code_of(&error))
         }
     }
 }

@@ -8,6 +8,28 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub const EXIT_OK: u8 = 0;
 /// A fault was found: an invalid file, a refusal, a failed verify, or a conflict.
 pub const EXIT_FAULT: u8 = 1;
+/// A usage error: bad arguments, or a read command's `--db` naming no store.
+pub const EXIT_USAGE: u8 = 2;
+
+/// The exit code of a command's error: a missing store (a mistyped `--db`) is a usage error,
+/// everything else a fault.
+pub fn exit_code_of(error: &anyhow::Error) -> u8 {
+    use sessionlog_engine::store::StoreError;
+    let missing = error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<StoreError>(),
+            Some(StoreError::Missing { .. })
+        ) || matches!(
+            cause.downcast_ref::<sessionlog_engine::Error>(),
+            Some(sessionlog_engine::Error::Store(StoreError::Missing { .. }))
+        )
+    });
+    if missing {
+        EXIT_USAGE
+    } else {
+        EXIT_FAULT
+    }
+}
 
 /// Writes one JSON document and a newline to stdout.
 pub fn print_json(document: &serde_json::Value) -> anyhow::Result<()> {

@@ -32,7 +32,7 @@ pub fn prompt(global: Global, args: PromptArgs) -> anyhow::Result<ExitCode> {
     let history = if path.is_file() {
         history_from_file(path, args.input.snapshot.into())?
     } else {
-        let store = args.db.open()?;
+        let store = args.db.open_read_only()?;
         history_from_store(&store, &args.source)?
     };
     if global.json {

@@ -76,8 +76,8 @@ fn report(args: &RequestsArgs, options: RequestOptions) -> anyhow::Result<Reques
             .or_else(default_path)
             .ok_or_else(|| anyhow!("no --db, no SESSIONLOG_DB and no HOME"))?,
     };
-    let store =
-        Store::open(&db).with_context(|| format!("cannot open the store {}", db.display()))?;
+    let store = Store::open_read_only(&db)
+        .with_context(|| format!("cannot open the store {}", db.display()))?;
     let source = SessionSource::Store {
         store: &store,
         session: &args.source,

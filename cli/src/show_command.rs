@@ -95,8 +95,8 @@ fn transcript(args: &ShowArgs, options: ShowOptions) -> anyhow::Result<Transcrip
             args.source
         ));
     }
-    let store =
-        Store::open(&db).with_context(|| format!("cannot open the store {}", db.display()))?;
+    let store = Store::open_read_only(&db)
+        .with_context(|| format!("cannot open the store {}", db.display()))?;
     let source = SessionSource::Store {
         store: &store,
         session: &args.source,

@@ -16,7 +16,7 @@ use sessionlog_engine::store::{default_path, Store};
 use sessionlog_engine::transfer::{export_session, import_file, ExportTarget};
 
 use crate::commands::{Global, InputArgs};
-use crate::output::{hex, print_json, progress, EXIT_FAULT, EXIT_OK};
+use crate::output::{hex, is_broken_pipe, print_json, progress, EXIT_FAULT, EXIT_OK};
 
 /// Which store to use.
 #[derive(Debug, Args)]
@@ -34,9 +34,18 @@ impl DbArgs {
         }
     }
 
+    /// Opens the store for a command that writes: it may create the store.
     pub(crate) fn open(&self) -> anyhow::Result<Store> {
         let path = self.path()?;
         Store::open(&path).with_context(|| format!("cannot open the store {}", path.display()))
+    }
+
+    /// Opens the store for a command that only reads: nothing is created or written, and a
+    /// missing store is an error (exit 2, see the README's CLI additions).
+    pub(crate) fn open_read_only(&self) -> anyhow::Result<Store> {
+        let path = self.path()?;
+        Store::open_read_only(&path)
+            .with_context(|| format!("cannot open the store {}", path.display()))
     }
 }
 
@@ -145,7 +154,7 @@ pub fn import(global: Global, args: ImportArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn export(global: Global, args: ExportArgs) -> anyhow::Result<ExitCode> {
-    let store = args.db.open()?;
+    let store = args.db.open_read_only()?;
     let target = if args.output == Path::new("-") {
         ExportTarget::Stdout
     } else {
@@ -154,7 +163,18 @@ pub fn export(global: Global, args: ExportArgs) -> anyhow::Result<ExitCode> {
     if args.seal && target == ExportTarget::Stdout {
         return Err(anyhow!("--seal needs a file output, not stdout"));
     }
-    let n_events = export_session(&store, &args.session, &target)?;
+    let n_events = match export_session(&store, &args.session, &target).map_err(anyhow::Error::from)
+    {
+        // Unlike a read command's view, an export cut short is not a whole log: a closed
+        // pipe is a failure (exit 1), never success.
+        Err(error) if is_broken_pipe(&error) => {
+            return Err(anyhow!(
+                "{}: the export to stdout was cut short: the reader closed the pipe",
+                args.session
+            ))
+        }
+        other => other?,
+    };
     if args.seal {
         seal_export(&store, &args.session, &args.output)?;
     }
@@ -186,8 +206,17 @@ pub fn verify(global: Global, args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
         return verify_files(global, &files);
     }
-    let store = args.db.open()?;
+    let store = args.db.open_read_only()?;
     let reports = store.verify(&args.sessions)?;
+    for frame in store.damaged_frames() {
+        eprintln!(
+            "{}: WAL frame {} at byte offset {} is damaged: {} [wal]",
+            store.path().display(),
+            frame.frame_idx,
+            frame.offset_bytes,
+            frame.reason
+        );
+    }
     for report in &reports {
         for fault in &report.faults {
             let place = fault
@@ -214,7 +243,7 @@ pub fn verify(global: Global, args: VerifyArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let ok = reports.iter().all(SessionReport::ok);
+    let ok = reports.iter().all(SessionReport::ok) && store.damaged_frames().is_empty();
     Ok(ExitCode::from(if ok { EXIT_OK } else { EXIT_FAULT }))
 }
 
@@ -270,7 +299,7 @@ fn folded(args: &ViewArgs) -> anyhow::Result<FoldedSession> {
         };
         return Ok(fold_session(source, args.at)?);
     }
-    let store = args.db.open()?;
+    let store = args.db.open_read_only()?;
     let source = SessionSource::Store {
         store: &store,
         session: &args.source,

@@ -32,7 +32,7 @@ pub fn run(global: Global, args: TokensArgs) -> anyhow::Result<ExitCode> {
             snapshot: args.input.snapshot.into(),
         })?
     } else {
-        let store = args.db.open()?;
+        let store = args.db.open_read_only()?;
         tokens(SessionSource::Store {
             store: &store,
             session: &args.source,

@@ -35,6 +35,7 @@ pub mod migrate;
 pub mod pg_store;
 pub mod prompt;
 pub mod requests;
+pub mod salvage;
 pub mod seal;
 pub mod server;
 pub mod service;

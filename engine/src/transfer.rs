@@ -197,17 +197,34 @@ pub fn export_session(store: &Store, session: &str, target: &ExportTarget) -> Re
             write_session(
                 store,
                 session,
+                None,
                 out,
                 Compression::None,
                 Path::new("<stdout>"),
             )
             .map(|(n, _)| n)
         }
-        ExportTarget::File(path) => export_to_file(store, session, path),
+        ExportTarget::File(path) => export_to_file(store, session, None, path),
     }
 }
 
-fn export_to_file(store: &Store, session: &str, path: &Path) -> Result<u64, Error> {
+/// Exports the events of a session below `end_seq` (all of them when it is past the head) to
+/// a new file, as `export` does: what `salvage` writes of a session damaged at `end_seq`.
+pub fn export_prefix(
+    store: &Store,
+    session: &str,
+    end_seq: u64,
+    path: &Path,
+) -> Result<u64, Error> {
+    export_to_file(store, session, Some(end_seq), path)
+}
+
+fn export_to_file(
+    store: &Store,
+    session: &str,
+    end_seq: Option<u64>,
+    path: &Path,
+) -> Result<u64, Error> {
     if path.exists() {
         return Err(Error::Refused(format!(
             "{}: exists; export never overwrites",
@@ -225,7 +242,14 @@ fn export_to_file(store: &Store, session: &str, path: &Path) -> Result<u64, Erro
         .create_new(true)
         .open(&temp)
         .map_err(|e| Error::io(&temp, e))?;
-    let written = write_session(store, session, BufWriter::new(file), compression, &temp);
+    let written = write_session(
+        store,
+        session,
+        end_seq,
+        BufWriter::new(file),
+        compression,
+        &temp,
+    );
     let published = written.and_then(|(n_events, file)| {
         file.sync_all().map_err(|e| Error::io(&temp, e))?;
         fs::hard_link(&temp, path).map_err(|e| Error::io(path, e))?;
@@ -260,6 +284,7 @@ pub(crate) fn sync_parent(path: &Path) -> Result<(), Error> {
 fn write_session<W: IntoInnerWriter>(
     store: &Store,
     session: &str,
+    end_seq: Option<u64>,
     out: W,
     compression: Compression,
     path: &Path,
@@ -273,9 +298,10 @@ fn write_session<W: IntoInnerWriter>(
     };
     let mut writer =
         LogWriter::with_options(out, &header, options).map_err(|e| Error::io(path, e))?;
+    let end_seq = end_seq.map_or(head.next_seq, |end| end.min(head.next_seq));
     let mut from_seq = 0;
-    while from_seq < head.next_seq {
-        let to_seq = (from_seq + EXPORT_CHUNK_EVENTS).min(head.next_seq);
+    while from_seq < end_seq {
+        let to_seq = (from_seq + EXPORT_CHUNK_EVENTS).min(end_seq);
         let events = store.read_range(session, from_seq, to_seq)?;
         writer
             .append_batch(&events)
@@ -287,7 +313,7 @@ fn write_session<W: IntoInnerWriter>(
     }
     let out = writer.into_inner().map_err(|e| Error::io(path, e))?;
     let inner = out.into_inner_writer().map_err(|e| Error::io(path, e))?;
-    Ok((head.next_seq, inner))
+    Ok((end_seq, inner))
 }
 
 /// A buffered writer that can hand back what it wraps after flushing.

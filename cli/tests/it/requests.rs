@@ -251,7 +251,9 @@ fn exit_codes() {
     );
     assert_eq!(stdout(&output), "");
 
+    // A store that exists (a missing one is exit 2: a read never creates a store).
     let db = tmp.path().join("store.redb");
+    drop(sessionlog_engine::store::Store::open(&db).unwrap());
     let output = sessionlog(&["requests", "--db", db.to_str().unwrap(), "no-such-session"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(

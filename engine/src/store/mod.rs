@@ -10,6 +10,7 @@
 
 pub(crate) mod backend;
 mod blocks;
+mod overlay;
 mod sealer;
 mod session;
 mod tables;
@@ -32,8 +33,8 @@ pub use self::session::Head;
 use self::session::SessionState;
 pub use self::tables::STORE_FORMAT_VERSION;
 use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
-pub use self::wal::WalFile;
-use self::wal::{FrameBuilder, Wal, WalEntry};
+pub use self::wal::{wal_path, DamagedFrame, WalFile};
+use self::wal::{FrameBuilder, Replay, Wal, WalEntry};
 
 /// Most events one batch may carry.
 pub const BATCH_EVENTS_MAX: usize = 65_536;
@@ -60,6 +61,19 @@ pub enum StoreError {
     /// Stored bytes failed a check.
     #[error("the store is corrupt: {reason}")]
     Corrupt { reason: String },
+    /// A read-only open found no file: a read never creates a store.
+    #[error("no store at {path} (a read never creates one; import or copy --to creates it)")]
+    Missing { path: String },
+    /// The file is not a sessionlog store.
+    #[error("{path} is not a sessionlog store: {reason}")]
+    NotAStore { path: String, reason: String },
+    /// The store was opened read-only (a read command, or a WAL with a damaged frame).
+    #[error("the store {path} is open read-only")]
+    ReadOnly { path: String },
+    /// The WAL holds a damaged frame: the store opens only read-only, so that nothing in the
+    /// WAL is dropped by a restart; `salvage` exports what is intact.
+    #[error("the store's WAL {path} is damaged: {summary}; it opens only read-only (`sessionlog verify` names what was lost, `sessionlog salvage` exports every intact session)")]
+    WalDamaged { path: String, summary: String },
     #[error("no session {session} in the store")]
     UnknownSession { session: String },
     #[error("session {session} already exists")]
@@ -200,8 +214,13 @@ pub struct Store {
     db: Arc<Database>,
     path: PathBuf,
     sessions: Mutex<HashMap<String, Arc<Mutex<SessionState>>>>,
-    /// The write lock: held for a whole append group or session creation.
-    wal: Mutex<Wal>,
+    /// The write lock: held for a whole append group or session creation. `None` when the
+    /// store is open read-only.
+    wal: Mutex<Option<Wal>>,
+    /// Opened read-only: nothing is ever written to either file.
+    read_only: bool,
+    /// The damaged frames of the WAL (a read-only open only).
+    damaged: Vec<DamagedFrame>,
     poisoned: Arc<AtomicBool>,
     sealer: Sealer,
     /// Bytes of records moved from the events table into blocks since the store was opened:
@@ -279,6 +298,11 @@ impl Store {
         if !path.exists() {
             create_file(path)?;
         }
+        // A damaged WAL is refused before redb opens the file, which would write to it.
+        let wal_path = wal::wal_path(path);
+        if let Some(first) = wal::read(&wal_path)?.damaged.first() {
+            return Err(wal_damaged(&wal_path, first));
+        }
         let db = Database::create(path).map_err(|error| match error {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
                 path: path.display().to_string(),
@@ -326,20 +350,16 @@ impl Store {
     fn open_parts(
         path: &Path,
         db: Database,
-        (wal, replay): (Wal, Vec<WalEntry>),
+        (wal, replay): (Wal, Replay),
     ) -> Result<Store, StoreError> {
-        let mut store = Store {
-            db: Arc::new(db),
-            path: path.to_owned(),
-            sessions: Mutex::new(HashMap::new()),
-            wal: Mutex::new(wal),
-            poisoned: Arc::new(AtomicBool::new(false)),
-            sealer: Sealer::idle(),
-            sealed_bytes: Arc::new(AtomicU64::new(0)),
-            written: AtomicBool::new(false),
-        };
+        if let Some(first) = replay.damaged.first() {
+            // Never restarted: the restart would make the damaged frame, and everything it
+            // held, stale for good.
+            return Err(wal_damaged(&wal::wal_path(path), first));
+        }
+        let mut store = Store::new(path, db, Some(wal), Vec::new());
         store.init_tables()?;
-        store.replay(replay)?;
+        store.replay(replay.entries)?;
         store.sealer = Sealer::spawn(
             Arc::clone(&store.db),
             Arc::clone(&store.poisoned),
@@ -348,12 +368,105 @@ impl Store {
         Ok(store)
     }
 
+    fn new(path: &Path, db: Database, wal: Option<Wal>, damaged: Vec<DamagedFrame>) -> Store {
+        Store {
+            db: Arc::new(db),
+            path: path.to_owned(),
+            sessions: Mutex::new(HashMap::new()),
+            read_only: wal.is_none(),
+            wal: Mutex::new(wal),
+            damaged,
+            poisoned: Arc::new(AtomicBool::new(false)),
+            sealer: Sealer::idle(),
+            sealed_bytes: Arc::new(AtomicU64::new(0)),
+            written: AtomicBool::new(false),
+        }
+    }
+
+    /// Opens the store at `path` read-only: neither file is changed or created, the WAL is
+    /// replayed in memory (over the file's pages, see the `overlay` module), and every write
+    /// is refused with `ReadOnly`. A missing file is `Missing`, an empty or foreign one
+    /// `NotAStore`; a writer holding the store is `Locked`. A WAL with damaged frames still
+    /// opens: its valid frames are replayed and [`Store::damaged_frames`] names the rest.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        guard("opening the store read-only", || {
+            Store::open_read_only_unguarded(path)
+        })
+    }
+
+    fn open_read_only_unguarded(path: &Path) -> Result<Store, StoreError> {
+        let not_a_store = |reason: String| StoreError::NotAStore {
+            path: path.display().to_string(),
+            reason,
+        };
+        let metadata = match std::fs::metadata(path) {
+            Ok(metadata) => metadata,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::Missing {
+                    path: path.display().to_string(),
+                })
+            }
+            Err(e) => return Err(StoreError::Storage(format!("{}: {e}", path.display()))),
+        };
+        if !metadata.is_file() {
+            return Err(not_a_store("it is not a regular file".into()));
+        }
+        if metadata.len() == 0 {
+            return Err(not_a_store("it is empty".into()));
+        }
+        // Read before the file's lock is taken, and checked again after: a writer that opened
+        // in between would hold the lock, and one that closed has only emptied the WAL.
+        let replay = wal::read(&wal::wal_path(path))?;
+        let backend = overlay::OverlayBackend::open(path)
+            .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
+        let db =
+            redb::Builder::new()
+                .create_with_backend(backend)
+                .map_err(|error| match error {
+                    redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
+                        path: path.display().to_string(),
+                    },
+                    redb::DatabaseError::UpgradeRequired(found) => StoreError::NotAStore {
+                        path: path.display().to_string(),
+                        reason: format!("a redb file of format {found}, not this build's"),
+                    },
+                    other => not_a_store(other.to_string()),
+                })?;
+        check_is_store(&db).map_err(|e| match e {
+            StoreError::Storage(reason) => not_a_store(reason),
+            other => other,
+        })?;
+        let store = Store::new(path, db, None, replay.damaged);
+        store.init_tables()?;
+        store.replay_records(&replay.entries)?;
+        Ok(store)
+    }
+
+    /// Whether the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The WAL's damaged frames (a read-only open of a damaged WAL); empty otherwise.
+    pub fn damaged_frames(&self) -> &[DamagedFrame] {
+        &self.damaged
+    }
+
     /// Re-inserts the WAL's records that redb lost in a crash (a record already present must be
     /// identical), makes redb durable, and empties the WAL.
     fn replay(&self, entries: Vec<WalEntry>) -> Result<(), StoreError> {
+        self.replay_records(&entries)?;
         let mut wal = lock(&self.wal);
+        wal.as_mut()
+            .expect("a writable store has its WAL")
+            .restart()
+    }
+
+    /// Inserts the WAL's records into redb (in memory, for a read-only store) in one durable
+    /// commit.
+    fn replay_records(&self, entries: &[WalEntry]) -> Result<(), StoreError> {
         if entries.is_empty() {
-            return wal.restart();
+            return Ok(());
         }
         let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
         txn.set_durability(Durability::Immediate)
@@ -372,7 +485,7 @@ impl Store {
                 })
                 .collect();
             let mut sealed = None;
-            for entry in &entries {
+            for entry in entries {
                 match entry {
                     WalEntry::Session { record } => replay_session(&mut sessions, record)?,
                     WalEntry::Event { key, seq, record } => {
@@ -390,8 +503,7 @@ impl Store {
                 }
             }
         }
-        txn.commit().map_err(StoreError::storage)?;
-        wal.restart()
+        txn.commit().map_err(StoreError::storage)
     }
 
     /// Makes every redb commit so far durable and empties the WAL.
@@ -435,6 +547,11 @@ impl Store {
     }
 
     fn check_writable(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                path: self.path.display().to_string(),
+            });
+        }
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(StoreError::Poisoned);
         }
@@ -476,7 +593,8 @@ impl Store {
             });
         }
         let mut wal = lock(&self.wal);
-        match self.insert_session(&mut wal, header, snapshot) {
+        let wal = wal.as_mut().expect("a writable store has its WAL");
+        match self.insert_session(wal, header, snapshot) {
             Err(StoreError::Storage(message)) => Err(self.poison(message)),
             other => other,
         }
@@ -587,12 +705,19 @@ impl Store {
     /// refused on its own; a storage failure fails every batch of the group and poisons the
     /// store.
     pub fn append_group(&self, requests: Vec<AppendRequest>) -> Vec<Result<AppendAck, StoreError>> {
-        if self.check_writable().is_err() {
-            return requests.iter().map(|_| Err(StoreError::Poisoned)).collect();
+        if let Err(error) = self.check_writable() {
+            let refused = |_| {
+                Err(match &error {
+                    StoreError::ReadOnly { path } => StoreError::ReadOnly { path: path.clone() },
+                    _ => StoreError::Poisoned,
+                })
+            };
+            return requests.iter().map(refused).collect();
         }
         let mut wal = lock(&self.wal);
+        let wal = wal.as_mut().expect("a writable store has its WAL");
         self.written.store(true, Ordering::SeqCst);
-        match self.write_group(&mut wal, requests) {
+        match self.write_group(wal, requests) {
             Ok(results) => results,
             Err((n_requests, error)) => {
                 let message = error.to_string();
@@ -786,7 +911,7 @@ impl Drop for Store {
     /// gives the file's free pages back when many are free.
     fn drop(&mut self) {
         self.sealer.stop();
-        if self.is_poisoned() || !self.written.load(Ordering::SeqCst) {
+        if self.read_only || self.is_poisoned() || !self.written.load(Ordering::SeqCst) {
             return;
         }
         // What the sealer had not reached yet, and the tail of every session written since the
@@ -815,8 +940,9 @@ impl Drop for Store {
         }
         let durable = {
             let mut wal = lock(&self.wal);
+            let wal = wal.as_mut().expect("a writable store has its WAL");
             // A failure here leaves the WAL in place; the next open replays it.
-            let durable = self.make_durable(&mut wal).is_ok();
+            let durable = self.make_durable(wal).is_ok();
             if durable {
                 // A closed store keeps no preallocated WAL zeros on disk.
                 let _ = wal.cut_to_header();
@@ -854,6 +980,37 @@ impl Store {
         };
         db.compact().map_err(StoreError::storage)
     }
+}
+
+/// The refusal of a writable open of a WAL with a damaged frame.
+fn wal_damaged(wal_path: &Path, first: &DamagedFrame) -> StoreError {
+    StoreError::WalDamaged {
+        path: wal_path.display().to_string(),
+        summary: format!(
+            "frame {} at byte offset {} is damaged ({})",
+            first.frame_idx, first.offset_bytes, first.reason
+        ),
+    }
+}
+
+/// Checks that an opened redb file is a sessionlog store: it has the meta record, of a
+/// version this build reads. A foreign redb file or an empty database is refused.
+fn check_is_store(db: &Database) -> Result<(), StoreError> {
+    let txn = db.begin_read().map_err(StoreError::storage)?;
+    let meta = match txn.open_table(META) {
+        Ok(meta) => meta,
+        Err(redb::TableError::TableDoesNotExist(_)) => {
+            return Err(StoreError::Storage(
+                "it has no sessionlog meta table".into(),
+            ))
+        }
+        Err(e) => return Err(StoreError::storage(e)),
+    };
+    let bytes = meta
+        .get(META_KEY)
+        .map_err(StoreError::storage)?
+        .ok_or_else(|| StoreError::Storage("it has no sessionlog meta record".into()))?;
+    tables::check_meta(bytes.value()).map(|_| ())
 }
 
 /// Replays one logged session creation: an existing record must be identical.
@@ -927,11 +1084,19 @@ fn replay_event(
 /// Runs `f`, turning a panic into [`StoreError::Corrupt`]. redb keeps no page checksums and
 /// panics on some damaged pages (a zero-filled tail, say); the corruption campaign
 /// (RELIABILITY.md) found this, and no damaged file may crash the engine.
+///
+/// The panic is not printed (no message, no backtrace on stderr): it becomes the error, which
+/// names what the store was doing. A panic hook installed once forwards every other panic to
+/// the hook that was there before.
 pub(crate) fn guard<T>(
     what: &str,
     f: impl FnOnce() -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+    quiet_panics_hook();
+    GUARDED.with(|depth| depth.set(depth.get() + 1));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARDED.with(|depth| depth.set(depth.get() - 1));
+    caught.unwrap_or_else(|panic| {
         let detail = panic
             .downcast_ref::<&str>()
             .map(|s| (*s).to_owned())
@@ -941,6 +1106,25 @@ pub(crate) fn guard<T>(
             reason: format!("the database failed while {what}: {detail}"),
         })
     })
+}
+
+thread_local! {
+    /// How many [`guard`] calls this thread is inside: a panic there is caught and reported
+    /// as an error, so it is not printed.
+    static GUARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Installs (once) the panic hook that keeps guarded panics quiet.
+fn quiet_panics_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if GUARDED.with(|depth| depth.get()) == 0 {
+                previous(info);
+            }
+        }));
+    });
 }
 
 /// Locks a mutex; a panic while it was held poisons it, and the data is still consistent

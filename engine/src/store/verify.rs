@@ -6,16 +6,17 @@
 //! on the stored chain so that later damage is reported too; after an admission fault the fold
 //! is no longer trusted and only the record checks continue.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use redb::{ReadTransaction, ReadableDatabase};
+use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
 use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
 use sessionlog_format::record::{self, ChainHash, RecordError};
 
 use super::blocks::{self, BLOCKS};
 use super::session::{context_of, decode_checkpoint_body, session_record};
-use super::tables::{CHECKPOINTS, EVENTS};
-use super::{Store, StoreError};
+use super::tables::{self, CHECKPOINTS, EVENTS, SESSIONS};
+use super::{DamagedFrame, Store, StoreError};
 use crate::log_store::StoredCheckpoint;
 
 /// What kind of fault verify found.
@@ -36,6 +37,8 @@ pub enum FaultKind {
     Checkpoint,
     /// The session's own record is damaged.
     Session,
+    /// A WAL frame that held records of the session is damaged: they are not in the store.
+    Wal,
 }
 
 impl FaultKind {
@@ -48,6 +51,7 @@ impl FaultKind {
             FaultKind::Admission => "admission",
             FaultKind::Checkpoint => "checkpoint",
             FaultKind::Session => "session",
+            FaultKind::Wal => "wal",
         }
     }
 }
@@ -101,6 +105,12 @@ impl Store {
             if sessions.is_empty() {
                 check_table_counts(&txn, walked, &mut reports)?;
             }
+            add_wal_faults(
+                &txn,
+                self.damaged_frames(),
+                sessions.is_empty(),
+                &mut reports,
+            )?;
             Ok(reports)
         })
     }
@@ -171,6 +181,92 @@ fn verify_session(
         walk.record(stored_key.value().1, bytes.value());
     }
     Ok((walk.finish(checkpoint), counts))
+}
+
+/// Adds a fault to every session a damaged WAL frame held records of (as far as its payload
+/// still shows them): the frame, its offset, and the seqs the store does not hold. A session
+/// whose creation was in the frame and that the store does not hold is reported too (when
+/// every session is verified).
+fn add_wal_faults(
+    txn: &ReadTransaction,
+    damaged: &[DamagedFrame],
+    all_sessions: bool,
+    reports: &mut Vec<SessionReport>,
+) -> Result<(), StoreError> {
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    let storage = |e: redb::StorageError| StoreError::Storage(e.to_string());
+    let sessions_table = txn
+        .open_table(SESSIONS)
+        .map_err(|e| StoreError::Storage(e.to_string()))?;
+    let mut ids_by_key = HashMap::new();
+    for entry in sessions_table.iter().map_err(storage)? {
+        let (id, bytes) = entry.map_err(storage)?;
+        if let Ok(record) = tables::decode_session(id.value(), bytes.value()) {
+            ids_by_key.insert(record.key, id.value().to_owned());
+        }
+    }
+    for frame in damaged {
+        let what = format!(
+            "WAL frame {} at byte offset {} is damaged ({})",
+            frame.frame_idx, frame.offset_bytes, frame.reason
+        );
+        let mut seqs_by_key: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+        for &(key, seq) in &frame.events {
+            let range = seqs_by_key.entry(key).or_insert((seq, seq));
+            range.0 = range.0.min(seq);
+            range.1 = range.1.max(seq);
+        }
+        for (key, (first, last)) in seqs_by_key {
+            let Some(id) = ids_by_key.get(&key) else {
+                continue;
+            };
+            let Some(report) = reports.iter_mut().find(|r| &r.session == id) else {
+                continue;
+            };
+            let lost = if report.events > last {
+                "the store holds them".to_owned()
+            } else {
+                format!(
+                    "the store holds seqs up to {}: seqs {}..={last} are lost",
+                    report.events.saturating_sub(1),
+                    first.max(report.events)
+                )
+            };
+            report.faults.push(VerifyFault {
+                seq: Some(first.max(report.events)),
+                kind: FaultKind::Wal,
+                message: format!(
+                    "{what}: it held seqs {first}..={last}{} of this session; {lost}",
+                    if frame.entries_complete {
+                        ""
+                    } else {
+                        " and more that the damage hides"
+                    }
+                ),
+            });
+        }
+        for record in &frame.session_records {
+            let Ok(id) = tables::session_record_id(record) else {
+                continue;
+            };
+            if ids_by_key.values().any(|known| known == &id) || !all_sessions {
+                continue;
+            }
+            reports.push(SessionReport {
+                session: id,
+                events: 0,
+                head_chain: [0; 32],
+                faults: vec![VerifyFault {
+                    seq: None,
+                    kind: FaultKind::Wal,
+                    message: format!("{what}: it held the creation of this session, which the store does not hold"),
+                }],
+            });
+        }
+    }
+    Ok(())
 }
 
 /// redb keeps each table's length apart from its tree: when the walks of all sessions found

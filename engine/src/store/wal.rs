@@ -10,36 +10,51 @@
 //! missing ones are inserted.
 //!
 //! ```text
-//! file    := header frame* (zeros or stale frames up to the end of the file)
-//! header  := magic "SLWAL\0\0\0" (8) | version u32 = 3 | crc32 of bytes 0..12 u32
-//!          | slot | slot                                                         (40 bytes)
+//! file    := header (block 0) frame* (zeros or stale blocks up to the end of the file)
+//! header  := magic "SLWAL\0\0\0" (8) | version u32 = 4 | crc32 of bytes 0..12 u32
+//!          | slot | slot                                 (40 bytes, the rest of block 0 unused)
 //! slot    := generation u64 | crc32 of the generation u32
-//! frame   := len u32 (> 0) | crc32 of generation and payload u32 | generation u64
-//!          | payload (len bytes)
+//! frame   := block+ (whole 512-byte blocks, starting on a block boundary)
+//! block   := generation u64 (the tag) | 504 bytes of the frame's stream
+//! stream  := len u32 (> 0) | crc32 of payload u32 | crc32 of len, payload crc, generation u32
+//!          | payload (len bytes) | zeros to the end of the last block
 //! payload := n_entries u32 | entry*
 //! entry   := tag u8 = 1 | session key u64 | seq u64 | record_len u32 | event record
 //!          | tag u8 = 2 | record_len u32 | session record
 //! ```
 //!
-//! Versions 1 and 2 had a 16-byte header (no generation), frames of `len | crc32 of payload |
-//! payload` appended at the end of the file, and (version 1) untagged event entries. Both are
-//! still replayed, and the header is rewritten as version 3 when the WAL restarts.
+//! Why blocks: the medium is assumed to persist an aligned 512-byte block whole or not at all
+//! (docs/format.md, "Assumptions about the storage medium"), and every block of a frame
+//! carries the generation. A block of the frame being written when the power went that did not
+//! reach the medium still holds what was there before: zeros, or a block of an older
+//! generation, whose tag is not the current one. A block whose tag is the current generation
+//! was written whole by this generation. So the end of the log is told apart exactly:
+//!
+//! - **torn** (an append never acknowledged, dropped): the frame's first block is not tagged
+//!   with the current generation, or one of its blocks is not, or its blocks pass the end of
+//!   the file;
+//! - **damaged** (reported, never dropped silently): every block of the frame is tagged with
+//!   the current generation but a checksum fails or the payload does not parse, or a tag
+//!   differs from the generation in at most [`TAG_NEAR_BYTES_MAX`] bytes (a flipped byte of a
+//!   tag, not a stale block: generations are chosen so that zeros and the previous generation
+//!   differ from the current one in every byte).
+//!
+//! A damaged frame does not end the log: the frames after it are still read (a valid frame of
+//! the current generation after the end is also damage, at the end). A store whose WAL holds a
+//! damaged frame opens only read-only (see `Store::open_read_only`), for salvage.
 //!
 //! Why in place: a frame that only overwrites bytes the file already holds makes its
 //! `fdatasync` carry no change of size or allocation. So the file grows by whole steps of
 //! written zeros ([`EXTEND_BYTES_MIN`] up to [`EXTEND_BYTES_MAX`], as long as the file so far),
-//! and after a restart old frames are overwritten. The generation makes those old frames
-//! stale: a frame counts only when it carries the header's generation under its crc. A restart
-//! writes the next generation into the slot of the previous one, so a torn slot leaves the
-//! other, whose frames are intact (nothing of the new generation is written before the slot
-//! is synced) and already durable in redb.
+//! and after a restart old frames are overwritten. A restart writes the next generation into
+//! the slot of the previous one, so a torn slot leaves the other, whose frames are intact
+//! (nothing of the new generation is written before the slot is synced) and already durable
+//! in redb.
 //!
-//! The log is every valid frame from the header on; the first frame that is not valid (zero
-//! `len`, cut short by the end of the file, another generation, a crc mismatch or a malformed
-//! payload) ends it: a torn, never acknowledged tail, or stale bytes. It is corruption,
-//! reported with its offset, when a valid frame of the current generation starts anywhere
-//! after that point, since frames are written in order and a restart changes the generation.
+//! Versions 1 to 3 are still replayed (the `legacy` module), and the header is rewritten as
+//! version 4 when the WAL restarts.
 
+mod legacy;
 #[cfg(test)]
 mod tests;
 
@@ -50,8 +65,10 @@ use std::path::{Path, PathBuf};
 use super::StoreError;
 
 const WAL_MAGIC: [u8; 8] = *b"SLWAL\0\0\0";
-/// The version this build writes: 3 overwrites a preallocated file, under generations.
-const WAL_VERSION: u32 = 3;
+/// The version this build writes: 4 writes frames as tagged 512-byte blocks.
+const WAL_VERSION: u32 = 4;
+/// Frames overwritten in place, each carrying the generation in its header.
+const WAL_VERSION_V3: u32 = 3;
 /// Tagged entries and session creations, frames appended at the end of the file.
 const WAL_VERSION_APPENDED: u32 = 2;
 /// The version before tags: every entry is an event.
@@ -59,23 +76,37 @@ const WAL_VERSION_EVENTS_ONLY: u32 = 1;
 const ENTRY_TAG_EVENT: u8 = 1;
 const ENTRY_TAG_SESSION: u8 = 2;
 /// Magic, version and the crc of both: the whole header up to version 2, and the prefix that
-/// a version 2 build reads of a version 3 header (so it answers `UpgradeRequired`).
+/// a version 2 build reads of a later header (so it answers `UpgradeRequired`).
 const HEADER_PREFIX_BYTES: u64 = 8 + 4 + 4;
 /// A generation slot: the generation and its crc.
 const SLOT_BYTES: u64 = 8 + 4;
-/// The version 3 header: the prefix and two generation slots; the current generation is the
-/// one whose slot holds the other's successor.
+/// The header of versions 3 and 4: the prefix and two generation slots; the current
+/// generation is the one whose slot holds the other's successor.
 pub(crate) const HEADER_BYTES: u64 = HEADER_PREFIX_BYTES + 2 * SLOT_BYTES;
 const _: () = assert!(HEADER_PREFIX_BYTES == 16 && HEADER_BYTES == 40);
-/// Length, crc, generation.
-const FRAME_HEADER_BYTES: usize = 4 + 4 + 8;
+/// The unit the medium persists whole (version 4).
+pub(crate) const BLOCK_BYTES: u64 = 512;
+/// Each block's tag: the generation.
+const TAG_BYTES: usize = 8;
+/// The frame's stream each block carries.
+const BLOCK_BODY_BYTES: usize = BLOCK_BYTES as usize - TAG_BYTES;
+/// Where the first frame starts: block 1 (block 0 holds the header).
+pub(crate) const FRAMES_START_BYTES: u64 = BLOCK_BYTES;
+const _: () = assert!(HEADER_BYTES <= FRAMES_START_BYTES && BLOCK_BODY_BYTES == 504);
+/// A version 4 frame's stream header: len, payload crc, header crc.
+const FRAME_HEADER_BYTES: usize = 4 + 4 + 4;
+/// A tag differing from the current generation in at most this many of its 8 bytes is a
+/// damaged tag; more, a block never written in this generation.
+const TAG_NEAR_BYTES_MAX: usize = 4;
+/// Length, crc, generation (version 3).
+const FRAME_HEADER_BYTES_V3: usize = 4 + 4 + 8;
 /// Length, crc (versions 1 and 2).
 const FRAME_HEADER_APPENDED_BYTES: usize = 4 + 4;
-/// Where a frame's generation sits: after its length and crc.
-const FRAME_GENERATION_OFFSET: usize = 8;
-const _: () = assert!(FRAME_GENERATION_OFFSET + 8 == FRAME_HEADER_BYTES);
+/// Where a version 3 frame's generation sits: after its length and crc.
+const FRAME_GENERATION_OFFSET_V3: usize = 8;
+const _: () = assert!(FRAME_GENERATION_OFFSET_V3 + 8 == FRAME_HEADER_BYTES_V3);
 const ENTRY_HEADER_BYTES: usize = 8 + 8 + 4;
-/// Largest frame: one append group.
+/// Largest frame payload: one append group.
 pub(crate) const FRAME_BYTES_MAX: usize = 1 << 30;
 /// WAL bytes after which redb is made durable and the WAL restarted.
 pub(crate) const DURABLE_BYTES_MAX: u64 = 64 << 20;
@@ -84,9 +115,12 @@ pub(crate) const EXTEND_BYTES_MIN: u64 = 64 << 10;
 /// The largest step the file grows by: one zero-filling write and one size change per step.
 pub(crate) const EXTEND_BYTES_MAX: u64 = 1 << 20;
 const _: () = assert!(EXTEND_BYTES_MIN <= EXTEND_BYTES_MAX && EXTEND_BYTES_MAX < DURABLE_BYTES_MAX);
-/// What a restart adds to the generation (wrapping): odd, so that the sequence repeats only
-/// after 2^64 restarts, and with every byte set, so that a generation is not a small number
-/// that records are full of (the corruption scan searches for it).
+const _: () = assert!(EXTEND_BYTES_MIN % BLOCK_BYTES == 0 && EXTEND_BYTES_MAX % BLOCK_BYTES == 0);
+/// What a restart adds to the generation (wrapping), until no byte of it is zero: odd, so that
+/// the sequence repeats only after 2^64 restarts, and with every byte set and none 0xff, so
+/// that consecutive generations differ in every byte (a stale block of the previous
+/// generation is never near the current one) and a generation is not a small number that
+/// records are full of (the version 3 corruption scan searches for it).
 const GENERATION_STEP: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// One record to (re)insert.
@@ -96,6 +130,32 @@ pub(crate) enum WalEntry {
     Event { key: u64, seq: u64, record: Vec<u8> },
     /// A session record (its key and id are inside it), written on creation.
     Session { record: Vec<u8> },
+}
+
+/// A frame of the current generation that is damaged: what the WAL knows of what it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedFrame {
+    /// Where the frame starts in the WAL file.
+    pub offset_bytes: u64,
+    /// Its place among the frames of the current generation (0 is the first).
+    pub frame_idx: u64,
+    /// What failed.
+    pub reason: String,
+    /// The (session key, seq) of the event entries its damaged payload still shows, as far as
+    /// it parses; empty when nothing of it can be read.
+    pub events: Vec<(u64, u64)>,
+    /// The session records it shows (session creations).
+    pub session_records: Vec<Vec<u8>>,
+    /// Whether `events` and `session_records` are every entry the payload counts; otherwise
+    /// the damage hides the rest.
+    pub entries_complete: bool,
+}
+
+/// What a WAL holds: the entries of its valid frames, in order, and its damaged frames.
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    pub(crate) entries: Vec<WalEntry>,
+    pub(crate) damaged: Vec<DamagedFrame>,
 }
 
 /// An append group's frame, built while the group is staged.
@@ -139,22 +199,50 @@ impl FrameBuilder {
         self.payload.len() + FRAME_HEADER_BYTES
     }
 
-    /// The frame bytes: length, checksum, generation, payload.
+    /// The frame's blocks under `generation`: the stream (header and payload) cut into block
+    /// bodies, each after the generation's tag, the last padded with zeros.
     fn finish(mut self, generation: u64) -> Vec<u8> {
         assert!(self.n_entries > 0, "an empty group writes no frame");
         self.payload[..4].copy_from_slice(&self.n_entries.to_le_bytes());
         let len = u32::try_from(self.payload.len()).expect("frames are bounded by FRAME_BYTES_MAX");
-        let mut frame = Vec::with_capacity(self.payload.len() + FRAME_HEADER_BYTES);
-        frame.extend_from_slice(&len.to_le_bytes());
-        frame.extend_from_slice(&[0; 4]);
-        frame.extend_from_slice(&generation.to_le_bytes());
-        frame.extend_from_slice(&self.payload);
-        let crc = crc32fast::hash(&frame[FRAME_GENERATION_OFFSET..]);
-        frame[4..8].copy_from_slice(&crc.to_le_bytes());
-        assert!(len > 0, "a zero len ends the log");
-        assert_eq!(frame.len(), self.payload.len() + FRAME_HEADER_BYTES);
-        frame
+        assert!(len > 0, "a zero len is never a frame");
+        let header = frame_header(len, crc32fast::hash(&self.payload), generation);
+        let stream_len = FRAME_HEADER_BYTES + self.payload.len();
+        let n_blocks = stream_len.div_ceil(BLOCK_BODY_BYTES);
+        let mut blocks = Vec::with_capacity(n_blocks * BLOCK_BYTES as usize);
+        let mut stream = header.iter().chain(self.payload.iter()).copied();
+        for _ in 0..n_blocks {
+            blocks.extend_from_slice(&generation.to_le_bytes());
+            let body_start = blocks.len();
+            blocks.extend(stream.by_ref().take(BLOCK_BODY_BYTES));
+            blocks.resize(body_start + BLOCK_BODY_BYTES, 0);
+        }
+        assert!(stream.next().is_none());
+        assert_eq!(blocks.len() as u64 % BLOCK_BYTES, 0);
+        blocks
     }
+}
+
+/// A frame's stream header: `len | crc32 of payload | crc32 of (len, payload crc, generation)`.
+fn frame_header(len: u32, payload_crc: u32, generation: u64) -> [u8; FRAME_HEADER_BYTES] {
+    let mut header = [0; FRAME_HEADER_BYTES];
+    header[..4].copy_from_slice(&len.to_le_bytes());
+    header[4..8].copy_from_slice(&payload_crc.to_le_bytes());
+    let mut covered = [0; 16];
+    covered[..8].copy_from_slice(&header[..8]);
+    covered[8..].copy_from_slice(&generation.to_le_bytes());
+    header[8..].copy_from_slice(&crc32fast::hash(&covered).to_le_bytes());
+    header
+}
+
+/// The generation after `generation`: plus [`GENERATION_STEP`] (wrapping) until no byte is
+/// zero, so that a zeroed block is never near a tag.
+fn next_generation(generation: u64) -> u64 {
+    let mut next = generation.wrapping_add(GENERATION_STEP);
+    while next.to_le_bytes().contains(&0) {
+        next = next.wrapping_add(GENERATION_STEP);
+    }
+    next
 }
 
 /// The file under a WAL: a `std::fs::File`, or a double that injects faults (the fault
@@ -203,13 +291,13 @@ pub(crate) struct Wal {
     path: PathBuf,
     /// The version of the file's header; an older one is rewritten when the WAL restarts.
     version: u32,
-    /// The header's generation (version 3): a frame of another generation is stale.
+    /// The header's generation (versions 3 and 4): a block of another generation is stale.
     generation: u64,
     /// The header slot (0 or 1) that holds `generation`; a restart writes the other.
     slot_idx: u64,
     /// The end of the log, where the next frame goes.
     end_bytes: u64,
-    /// The file's length; past `end_bytes` it holds zeros and stale frames.
+    /// The file's length; past `end_bytes` it holds zeros and stale blocks.
     file_len_bytes: u64,
     /// The frame the last append wrote, while its group may still be refused by redb.
     last_frame: Option<WrittenFrame>,
@@ -225,7 +313,7 @@ struct WrittenFrame {
 }
 
 /// The WAL path of a store file: `<store>.wal`.
-pub(crate) fn wal_path(store_path: &Path) -> PathBuf {
+pub fn wal_path(store_path: &Path) -> PathBuf {
     let mut name = store_path.as_os_str().to_owned();
     name.push(".wal");
     PathBuf::from(name)
@@ -235,10 +323,54 @@ fn storage(path: &Path, error: impl std::fmt::Display) -> StoreError {
     StoreError::Storage(format!("{}: {error}", path.display()))
 }
 
+/// Reads the WAL at `path` without changing or creating anything: what a read-only open
+/// replays in memory. A missing file holds nothing.
+pub(crate) fn read(path: &Path) -> Result<Replay, StoreError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Replay::default()),
+        Err(e) => return Err(storage(path, e)),
+    };
+    if bytes.is_empty() {
+        return Ok(Replay::default());
+    }
+    let header = check_header(path, &bytes)?;
+    let (replay, _) = parse_log(path, &bytes, header)?;
+    Ok(replay)
+}
+
+/// Parses the log of any version this build reads: the replay and the end of the log.
+fn parse_log(path: &Path, bytes: &[u8], header: Header) -> Result<(Replay, u64), StoreError> {
+    match header.version {
+        WAL_VERSION => Ok(parse_frames(bytes, header.generation)),
+        WAL_VERSION_V3 => {
+            let (entries, end) = legacy::parse_frames_v3(path, bytes, header.generation)?;
+            Ok((
+                Replay {
+                    entries,
+                    damaged: Vec::new(),
+                },
+                end,
+            ))
+        }
+        version => {
+            let (entries, end) = legacy::parse_frames_appended(path, bytes, version)?;
+            Ok((
+                Replay {
+                    entries,
+                    damaged: Vec::new(),
+                },
+                end,
+            ))
+        }
+    }
+}
+
 impl Wal {
-    /// Opens (or creates) the WAL and returns the entries to replay, in order. The file is not
-    /// changed: the restart after the replay makes the rest of it stale.
-    pub(crate) fn open(path: &Path) -> Result<(Wal, Vec<WalEntry>), StoreError> {
+    /// Opens (or creates) the WAL and returns what to replay. The file is not changed: the
+    /// restart after the replay makes the rest of it stale. A WAL with a damaged frame is
+    /// opened too; the store then refuses to write (and never restarts it).
+    pub(crate) fn open(path: &Path) -> Result<(Wal, Replay), StoreError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -253,7 +385,7 @@ impl Wal {
     pub(crate) fn open_file(
         path: &Path,
         mut file: Box<dyn WalFile>,
-    ) -> Result<(Wal, Vec<WalEntry>), StoreError> {
+    ) -> Result<(Wal, Replay), StoreError> {
         let bytes = file.read_all().map_err(|e| storage(path, e))?;
         let mut wal = Wal {
             file,
@@ -267,26 +399,18 @@ impl Wal {
         };
         if bytes.is_empty() {
             wal.write_new_header(GENERATION_STEP)?;
-            return Ok((wal, Vec::new()));
+            return Ok((wal, Replay::default()));
         }
         let header = check_header(path, &bytes)?;
-        let (entries, end_bytes) = if header.version == WAL_VERSION {
-            parse_frames(path, &bytes, header.generation)?
-        } else {
-            parse_frames_appended(path, &bytes, header.version)?
-        };
-        assert!(
-            end_bytes <= wal.file_len_bytes,
-            "the log lies inside the file"
-        );
+        let (replay, end_bytes) = parse_log(path, &bytes, header)?;
         wal.version = header.version;
         wal.generation = header.generation;
         wal.slot_idx = header.slot_idx;
-        wal.end_bytes = end_bytes;
-        Ok((wal, entries))
+        wal.end_bytes = end_bytes.min(wal.file_len_bytes);
+        Ok((wal, replay))
     }
 
-    /// Writes a version 3 header of `generation` (in slot 1) over an emptied file.
+    /// Writes a version 4 header of `generation` (in slot 1) over an emptied file.
     fn write_new_header(&mut self, generation: u64) -> Result<(), StoreError> {
         let header = encode_new_header(generation);
         self.file.set_len(0).map_err(|e| storage(&self.path, e))?;
@@ -296,7 +420,7 @@ impl Wal {
             .map_err(|e| storage(&self.path, e))?;
         self.file.sync_all().map_err(|e| storage(&self.path, e))?;
         self.file_len_bytes = HEADER_BYTES;
-        self.end_bytes = HEADER_BYTES;
+        self.end_bytes = FRAMES_START_BYTES;
         self.version = WAL_VERSION;
         self.generation = generation;
         self.slot_idx = 1;
@@ -305,12 +429,12 @@ impl Wal {
 
     /// Bytes of frames since the WAL last restarted.
     pub(crate) fn frames_len_bytes(&self) -> u64 {
-        let header_bytes = if self.version == WAL_VERSION {
-            HEADER_BYTES
-        } else {
-            HEADER_PREFIX_BYTES
+        let start = match self.version {
+            WAL_VERSION => FRAMES_START_BYTES,
+            WAL_VERSION_V3 => HEADER_BYTES,
+            _ => HEADER_PREFIX_BYTES,
         };
-        self.end_bytes.saturating_sub(header_bytes)
+        self.end_bytes.saturating_sub(start)
     }
 
     /// Writes a group's frame at the end of the log and syncs it; when it passes the end of
@@ -319,7 +443,7 @@ impl Wal {
     /// replayed.
     pub(crate) fn append(&mut self, frame: FrameBuilder) -> Result<(), StoreError> {
         assert_eq!(self.version, WAL_VERSION, "an older WAL restarts on open");
-        assert!(self.end_bytes <= self.file_len_bytes);
+        assert!(self.end_bytes % BLOCK_BYTES == 0, "frames start on a block");
         if frame.len_bytes() > FRAME_BYTES_MAX {
             return Err(StoreError::Storage(format!(
                 "an append group of {} bytes exceeds the WAL frame limit of {FRAME_BYTES_MAX}",
@@ -365,13 +489,16 @@ impl Wal {
         self.invalidate(written)
     }
 
-    /// Zeroes the `len` of a frame that was (or may have been) written, which ends the log
-    /// there, and cuts the file back if the write grew it; then syncs.
+    /// Zeroes a frame that was (or may have been) written, which ends the log there and leaves
+    /// no block of it tagged (so a later frame torn over it is still a torn tail), and cuts
+    /// the file back if the write grew it; then syncs.
     fn invalidate(&mut self, written: WrittenFrame) -> io::Result<()> {
         self.end_bytes = written.offset_bytes;
         self.last_frame = None;
-        let zeroed = if written.offset_bytes < written.file_len_before_bytes {
-            self.file.write_all_at(written.offset_bytes, &[0; 4])
+        let zeroed_end = written.written_end_bytes.min(written.file_len_before_bytes);
+        let zeroed = if written.offset_bytes < zeroed_end {
+            let len = usize::try_from(zeroed_end - written.offset_bytes).expect("bounded frames");
+            self.file.write_all_at(written.offset_bytes, &vec![0; len])
         } else {
             // The frame began at the old end of the file: the cut removes all of it.
             Ok(())
@@ -389,7 +516,7 @@ impl Wal {
     }
 
     /// Empties the WAL after redb made everything in it durable: a new generation makes every
-    /// frame in the file stale, and the next frame goes just after the header again. The new
+    /// block in the file stale, and the next frame goes just after the header again. The new
     /// generation goes into the previous one's slot and is synced before any frame of it is
     /// written, so a torn slot leaves the current one and its intact frames.
     pub(crate) fn restart(&mut self) -> Result<(), StoreError> {
@@ -398,7 +525,7 @@ impl Wal {
             // An older WAL, now replayed: frames are written in this build's version only.
             return self.write_new_header(GENERATION_STEP);
         }
-        let generation = self.generation.wrapping_add(GENERATION_STEP);
+        let generation = next_generation(self.generation);
         let slot_idx = 1 - self.slot_idx;
         self.file
             .write_all_at(slot_offset_bytes(slot_idx), &encode_slot(generation))
@@ -406,14 +533,17 @@ impl Wal {
             .map_err(|e| storage(&self.path, e))?;
         self.generation = generation;
         self.slot_idx = slot_idx;
-        self.end_bytes = HEADER_BYTES;
+        self.end_bytes = FRAMES_START_BYTES;
         Ok(())
     }
 
     /// Cuts an empty WAL (right after a restart) back to its header, so that a closed store
     /// keeps no preallocated zeros on disk.
     pub(crate) fn cut_to_header(&mut self) -> Result<(), StoreError> {
-        assert_eq!(self.end_bytes, HEADER_BYTES, "only an empty WAL is cut");
+        assert_eq!(
+            self.end_bytes, FRAMES_START_BYTES,
+            "only an empty WAL is cut"
+        );
         self.file
             .set_len(HEADER_BYTES)
             .and_then(|()| self.file.sync_all())
@@ -434,7 +564,7 @@ fn extended_len_bytes(frame_end_bytes: u64, file_len_bytes: u64) -> u64 {
     len_bytes
 }
 
-/// A new version 3 header: `generation` in slot 1, its predecessor in slot 0.
+/// A new version 4 header: `generation` in slot 1, a generation it succeeds in slot 0.
 fn encode_new_header(generation: u64) -> Vec<u8> {
     let mut header = Vec::with_capacity(HEADER_BYTES as usize);
     header.extend_from_slice(&WAL_MAGIC);
@@ -476,11 +606,19 @@ struct Header {
     version: u32,
     /// Zero before version 3.
     generation: u64,
-    /// The slot that holds `generation` (version 3).
+    /// The slot that holds `generation` (versions 3 and 4).
     slot_idx: u64,
 }
 
-/// Checks the header and returns the WAL's version (1 to 3) and generation.
+/// Whether `next` succeeds `generation` in a header of `version`: version 3 added the step
+/// once; version 4 also skips generations with a zero byte. A new header's slot 0 holds the
+/// generation minus one step.
+fn follows(version: u32, generation: u64, next: u64) -> bool {
+    next == generation.wrapping_add(GENERATION_STEP)
+        || (version == WAL_VERSION && next == next_generation(generation))
+}
+
+/// Checks the header and returns the WAL's version (1 to 4) and generation.
 fn check_header(path: &Path, bytes: &[u8]) -> Result<Header, StoreError> {
     let corrupt = |reason: &str| StoreError::Corrupt {
         reason: format!("{}: WAL header: {reason}", path.display()),
@@ -505,7 +643,7 @@ fn check_header(path: &Path, bytes: &[u8]) -> Result<Header, StoreError> {
     if version < WAL_VERSION_EVENTS_ONLY {
         return Err(corrupt(&format!("unknown version {version}")));
     }
-    if version < WAL_VERSION {
+    if version < WAL_VERSION_V3 {
         return Ok(Header {
             version,
             generation: 0,
@@ -516,8 +654,8 @@ fn check_header(path: &Path, bytes: &[u8]) -> Result<Header, StoreError> {
         .get(..HEADER_BYTES as usize)
         .ok_or_else(|| corrupt("too short for its generation slots"))?;
     let (generation, slot_idx) = match (decode_slot(header, 0), decode_slot(header, 1)) {
-        (Some(zero), Some(one)) if one == zero.wrapping_add(GENERATION_STEP) => (one, 1),
-        (Some(zero), Some(one)) if zero == one.wrapping_add(GENERATION_STEP) => (zero, 0),
+        (Some(zero), Some(one)) if follows(version, zero, one) => (one, 1),
+        (Some(zero), Some(one)) if follows(version, one, zero) => (zero, 0),
         (Some(_), Some(_)) => return Err(corrupt("the generation slots disagree")),
         (Some(zero), None) => (zero, 0),
         (None, Some(one)) => (one, 1),
@@ -526,9 +664,15 @@ fn check_header(path: &Path, bytes: &[u8]) -> Result<Header, StoreError> {
     // One slot failing its crc is a restart torn before its sync, when nothing of the next
     // generation was written yet; a frame of it where the log starts means the slot was
     // damaged afterwards.
-    let next = generation.wrapping_add(GENERATION_STEP);
     let one_slot_failed = decode_slot(header, 1 - slot_idx).is_none();
-    if one_slot_failed && frame_at(bytes, HEADER_BYTES as usize, next).is_some() {
+    let next_written = if version == WAL_VERSION {
+        let next = next_generation(generation);
+        block_tag(bytes, FRAMES_START_BYTES as usize) == Some(next)
+    } else {
+        let next = generation.wrapping_add(GENERATION_STEP);
+        legacy::frame_v3_at(bytes, HEADER_BYTES as usize, next).is_some()
+    };
+    if one_slot_failed && next_written {
         return Err(corrupt("the slot of the current generation is damaged"));
     }
     Ok(Header {
@@ -538,111 +682,249 @@ fn check_header(path: &Path, bytes: &[u8]) -> Result<Header, StoreError> {
     })
 }
 
-/// Parses a version 3 log: every valid frame of `generation` from the header on. Returns the
-/// entries and the end of the log; a valid frame of `generation` after the end is corruption.
-fn parse_frames(
-    path: &Path,
-    bytes: &[u8],
-    generation: u64,
-) -> Result<(Vec<WalEntry>, u64), StoreError> {
-    let mut entries = Vec::new();
-    let mut offset = HEADER_BYTES as usize;
-    while let Some((parsed, frame_end)) = frame_at(bytes, offset, generation) {
-        assert!(frame_end > offset);
-        entries.extend(parsed);
-        offset = frame_end;
-    }
-    if let Some(later) = find_frame_after(bytes, offset, generation) {
-        return Err(StoreError::Corrupt {
-            reason: format!(
-                "{}: WAL frame at byte offset {offset} is damaged and is not the last (a valid \
-                 frame follows at byte offset {later})",
-                path.display()
-            ),
-        });
-    }
-    Ok((entries, offset as u64))
+/// The tag of the block at `offset`, if the file holds the whole block.
+fn block_tag(bytes: &[u8], offset: usize) -> Option<u64> {
+    let block = bytes.get(offset..offset.checked_add(BLOCK_BYTES as usize)?)?;
+    Some(u64::from_le_bytes(block[..TAG_BYTES].try_into().ok()?))
 }
 
-/// The entries and the end of the valid frame of `generation` at `offset`; `None` for a zero
-/// `len`, a frame cut short by the end of the file, another generation, a crc mismatch or a
-/// malformed payload.
-fn frame_at(bytes: &[u8], offset: usize, generation: u64) -> Option<(Vec<WalEntry>, usize)> {
-    let frame = bytes.get(offset..)?;
-    let len = u32::from_le_bytes(frame.get(..4)?.try_into().ok()?) as usize;
-    if len == 0 {
-        return None;
-    }
-    let stored_crc = u32::from_le_bytes(frame.get(4..8)?.try_into().ok()?);
-    let frame_len = FRAME_HEADER_BYTES.checked_add(len)?;
-    let covered = frame.get(FRAME_GENERATION_OFFSET..frame_len)?;
-    if covered[..8] != generation.to_le_bytes() || crc32fast::hash(covered) != stored_crc {
-        return None;
-    }
-    let parsed = parse_entries(&covered[8..], WAL_VERSION)?;
-    Some((parsed, offset + frame_len))
+/// How a block's tag stands to the current generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tag {
+    Current,
+    /// A damaged tag: near the generation.
+    Near,
+    /// A block not written in this generation.
+    Foreign,
 }
 
-/// The offset of a valid frame of `generation` that starts after `offset`, if any: the scan
-/// looks for the generation's bytes where a frame carries them and checks each hit whole.
+fn classify_tag(tag: u64, generation: u64) -> Tag {
+    if tag == generation {
+        return Tag::Current;
+    }
+    let differing = tag
+        .to_le_bytes()
+        .iter()
+        .zip(generation.to_le_bytes())
+        .filter(|(a, b)| **a != *b)
+        .count();
+    if differing <= TAG_NEAR_BYTES_MAX {
+        Tag::Near
+    } else {
+        Tag::Foreign
+    }
+}
+
+/// What the WAL holds at a frame's start.
+#[derive(Debug)]
+enum FrameAt {
+    Valid {
+        entries: Vec<WalEntry>,
+        end: usize,
+    },
+    /// Written in this generation, and damaged; `end` is where the next frame starts, when the
+    /// damaged frame's length can be trusted.
+    Damaged {
+        end: Option<usize>,
+        reason: String,
+        payload: Option<Vec<u8>>,
+    },
+    /// A torn frame, or bytes never written in this generation: the end of the log.
+    End,
+}
+
+/// Reads the version 4 frame at `offset` (a block boundary).
+fn frame_at(bytes: &[u8], offset: usize, generation: u64) -> FrameAt {
+    let damaged = |end, reason: &str, payload| FrameAt::Damaged {
+        end,
+        reason: reason.to_owned(),
+        payload,
+    };
+    let Some(tag) = block_tag(bytes, offset) else {
+        return FrameAt::End;
+    };
+    if classify_tag(tag, generation) == Tag::Foreign {
+        return FrameAt::End;
+    }
+    // A near tag is read on as current: the header's crc covers the generation itself.
+    let body = &bytes[offset + TAG_BYTES..offset + BLOCK_BYTES as usize];
+    let len = u32::from_le_bytes(body[..4].try_into().expect("4 bytes"));
+    let payload_crc = u32::from_le_bytes(body[4..8].try_into().expect("4 bytes"));
+    if frame_header(len, payload_crc, generation) != body[..FRAME_HEADER_BYTES] || len == 0 {
+        let payload = stream_after_damaged_header(bytes, offset, generation);
+        return damaged(None, "its header fails its checksum", Some(payload));
+    }
+    let len = len as usize;
+    if len > FRAME_BYTES_MAX {
+        return damaged(None, "its length passes the frame limit", None);
+    }
+    let n_blocks = (FRAME_HEADER_BYTES + len).div_ceil(BLOCK_BODY_BYTES);
+    let end = offset + n_blocks * BLOCK_BYTES as usize;
+    if end > bytes.len() {
+        // Cut short by the end of the file: the write that grew the file was torn.
+        return FrameAt::End;
+    }
+    let mut stream = Vec::with_capacity(n_blocks * BLOCK_BODY_BYTES);
+    let mut near_tag = false;
+    for block in bytes[offset..end].chunks_exact(BLOCK_BYTES as usize) {
+        let tag = u64::from_le_bytes(block[..TAG_BYTES].try_into().expect("8 bytes"));
+        match classify_tag(tag, generation) {
+            Tag::Current => {}
+            Tag::Near => near_tag = true,
+            // A block of the frame never reached the medium.
+            Tag::Foreign => return FrameAt::End,
+        }
+        stream.extend_from_slice(&block[TAG_BYTES..]);
+    }
+    let payload = stream[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len].to_vec();
+    if near_tag {
+        return damaged(
+            Some(end),
+            "a block's generation tag is damaged",
+            Some(payload),
+        );
+    }
+    if crc32fast::hash(&payload) != payload_crc {
+        return damaged(Some(end), "its payload fails its checksum", Some(payload));
+    }
+    match parse_entries(&payload, WAL_VERSION) {
+        Some(entries) => FrameAt::Valid { entries, end },
+        None => damaged(Some(end), "its payload does not parse", Some(payload)),
+    }
+}
+
+/// The payload of a frame whose header is damaged, as far as it can be told: the stream of the
+/// blocks from `offset` on that were written in this generation, after the header's bytes
+/// (its entries' own layout then says where they end).
+fn stream_after_damaged_header(bytes: &[u8], offset: usize, generation: u64) -> Vec<u8> {
+    /// The longest stretch read: the payloads of append groups are far smaller.
+    const GUESS_BYTES_MAX: usize = 8 << 20;
+    let mut stream = Vec::new();
+    let mut at = offset;
+    while stream.len() < GUESS_BYTES_MAX {
+        match block_tag(bytes, at).map(|tag| classify_tag(tag, generation)) {
+            Some(Tag::Current | Tag::Near) => {}
+            _ => break,
+        }
+        stream.extend_from_slice(&bytes[at + TAG_BYTES..at + BLOCK_BYTES as usize]);
+        at += BLOCK_BYTES as usize;
+    }
+    stream.split_off(FRAME_HEADER_BYTES.min(stream.len()))
+}
+
+/// Parses a version 4 log: the entries of every valid frame of `generation` from block 1 on,
+/// the damaged frames, and the end of the log (where the next frame goes).
+fn parse_frames(bytes: &[u8], generation: u64) -> (Replay, u64) {
+    let mut replay = Replay::default();
+    let mut offset = FRAMES_START_BYTES as usize;
+    let mut frame_idx = 0;
+    loop {
+        let (next, damage) = match frame_at(bytes, offset, generation) {
+            FrameAt::Valid { entries, end } => {
+                replay.entries.extend(entries);
+                (Some(end), None)
+            }
+            FrameAt::Damaged {
+                end,
+                reason,
+                payload,
+            } => {
+                let next = end.or_else(|| find_frame_after(bytes, offset, generation));
+                (next, Some((reason, payload)))
+            }
+            FrameAt::End => match find_frame_after(bytes, offset, generation) {
+                // Frames are written in order: a valid frame later means this was one too.
+                Some(later) => (
+                    Some(later),
+                    Some((
+                        format!(
+                            "it is not a frame, but a valid frame follows at byte offset {later}"
+                        ),
+                        None,
+                    )),
+                ),
+                None => (None, None),
+            },
+        };
+        if let Some((reason, payload)) = damage {
+            replay
+                .damaged
+                .push(damaged_frame(offset, frame_idx, reason, payload));
+        }
+        let Some(next) = next else {
+            return (replay, offset as u64);
+        };
+        assert!(next > offset);
+        offset = next;
+        frame_idx += 1;
+    }
+}
+
+/// The offset of the next valid frame of `generation` after the frame start `offset`, if any.
 fn find_frame_after(bytes: &[u8], offset: usize, generation: u64) -> Option<usize> {
-    let first_start = offset + 1;
-    let first_hit = first_start + FRAME_GENERATION_OFFSET;
-    let windows = bytes.get(first_hit..)?.windows(8).enumerate();
-    windows
-        .filter(|(_, window)| {
-            u64::from_le_bytes((*window).try_into().expect("8-byte window")) == generation
-        })
-        .map(|(idx, _)| first_start + idx)
-        .find(|&start| frame_at(bytes, start, generation).is_some())
-}
-
-/// Parses a version 1 or 2 log, whose frames were appended: returns the entries and the
-/// length of the valid prefix. A damaged frame with bytes after it is corruption.
-fn parse_frames_appended(
-    path: &Path,
-    bytes: &[u8],
-    version: u32,
-) -> Result<(Vec<WalEntry>, u64), StoreError> {
-    assert!(version <= WAL_VERSION_APPENDED);
-    let mut entries = Vec::new();
-    let mut offset = HEADER_PREFIX_BYTES as usize;
-    while offset < bytes.len() {
-        let Some((stored_crc, payload)) = frame_appended_at(&bytes[offset..]) else {
-            // Cut short: the tail of an append that was never acknowledged.
-            return Ok((entries, offset as u64));
-        };
-        let frame_end = offset + FRAME_HEADER_APPENDED_BYTES + payload.len();
-        let parsed = if crc32fast::hash(payload) == stored_crc {
-            parse_entries(payload, version)
-        } else {
-            None
-        };
-        match parsed {
-            Some(parsed) => entries.extend(parsed),
-            None if frame_end >= bytes.len() => return Ok((entries, offset as u64)),
-            None => {
-                return Err(StoreError::Corrupt {
-                    reason: format!(
-                        "{}: WAL frame at byte offset {offset} is damaged and is not the last",
-                        path.display()
-                    ),
-                })
+    let mut start = offset + BLOCK_BYTES as usize;
+    while start + BLOCK_BYTES as usize <= bytes.len() {
+        if block_tag(bytes, start) == Some(generation) {
+            if let FrameAt::Valid { .. } = frame_at(bytes, start, generation) {
+                return Some(start);
             }
         }
-        offset = frame_end;
+        start += BLOCK_BYTES as usize;
     }
-    Ok((entries, offset as u64))
+    None
 }
 
-/// The stored checksum and payload of the version 1 or 2 frame at the start of `bytes`, if it
-/// is complete.
-fn frame_appended_at(bytes: &[u8]) -> Option<(u32, &[u8])> {
-    let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
-    let crc = u32::from_le_bytes(bytes.get(4..8)?.try_into().ok()?);
-    let end = FRAME_HEADER_APPENDED_BYTES.checked_add(len)?;
-    let payload = bytes.get(FRAME_HEADER_APPENDED_BYTES..end)?;
-    Some((crc, payload))
+/// A damaged frame and what its payload still shows.
+fn damaged_frame(
+    offset: usize,
+    frame_idx: u64,
+    reason: String,
+    payload: Option<Vec<u8>>,
+) -> DamagedFrame {
+    let mut frame = DamagedFrame {
+        offset_bytes: offset as u64,
+        frame_idx,
+        reason,
+        events: Vec::new(),
+        session_records: Vec::new(),
+        entries_complete: false,
+    };
+    if let Some(payload) = payload {
+        sketch_entries(&payload, &mut frame);
+    }
+    frame
+}
+
+/// Reads a damaged payload's entries as far as their layout holds: which events and session
+/// records the frame held (a damaged byte may sit in a key or seq, so this is a best guess
+/// that the store checks against what it knows).
+fn sketch_entries(payload: &[u8], frame: &mut DamagedFrame) {
+    let Some(n_entries) = payload
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4")))
+    else {
+        return;
+    };
+    let mut rest = &payload[4..];
+    for _ in 0..n_entries {
+        let Some((tag, after)) = rest.split_first() else {
+            return;
+        };
+        let parsed = match *tag {
+            ENTRY_TAG_EVENT => parse_event_entry(after),
+            ENTRY_TAG_SESSION => parse_session_entry(after),
+            _ => None,
+        };
+        let Some((entry, after)) = parsed else {
+            return;
+        };
+        match entry {
+            WalEntry::Event { key, seq, .. } => frame.events.push((key, seq)),
+            WalEntry::Session { record } => frame.session_records.push(record),
+        }
+        rest = after;
+    }
+    frame.entries_complete = true;
 }
 
 /// The entries of a payload whose checksum held, if its layout is whole; `None` otherwise.

@@ -23,7 +23,28 @@ fn event(key: u64, seq: u64, record: &[u8]) -> WalEntry {
 }
 
 fn replay(path: &Path) -> Vec<WalEntry> {
-    Wal::open(path).unwrap().1
+    let (_, replay) = Wal::open(path).unwrap();
+    assert_eq!(replay.damaged, Vec::new());
+    replay.entries
+}
+
+/// The positions of a frame's bytes that carry data: its tags and its stream up to the end of
+/// the payload (not the zeros that pad its last block).
+fn data_positions(start: usize, payload_len: usize) -> Vec<usize> {
+    let stream_len = FRAME_HEADER_BYTES + payload_len;
+    let n_blocks = stream_len.div_ceil(BLOCK_BODY_BYTES);
+    (0..n_blocks * BLOCK_BYTES as usize)
+        .filter(|idx| {
+            let (block, in_block) = (idx / BLOCK_BYTES as usize, idx % BLOCK_BYTES as usize);
+            in_block < TAG_BYTES || block * BLOCK_BODY_BYTES + in_block - TAG_BYTES < stream_len
+        })
+        .map(|idx| start + idx)
+        .collect()
+}
+
+/// The payload length of a frame of one event entry of `record_len` bytes.
+fn one_event_payload_len(record_len: usize) -> usize {
+    4 + 1 + ENTRY_HEADER_BYTES + record_len
 }
 
 fn file_len(path: &Path) -> u64 {
@@ -36,7 +57,7 @@ fn frames_replay_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.wal");
     let (mut wal, replayed) = Wal::open(&path).unwrap();
-    assert!(replayed.is_empty());
+    assert!(replayed.entries.is_empty() && replayed.damaged.is_empty());
     wal.append(frame(&[(0, 0, b"a"), (0, 1, b"bb")])).unwrap();
     wal.append(frame(&[(1, 0, b"ccc")])).unwrap();
     drop(wal);
@@ -51,7 +72,7 @@ fn two_frames(path: &Path) -> (Vec<u8>, usize, usize) {
     let (mut wal, _) = Wal::open(path).unwrap();
     wal.append(frame(&[(0, 0, b"first")])).unwrap();
     let first_end = wal.end_bytes as usize;
-    wal.append(frame(&[(0, 1, b"second"), (0, 2, b"third")]))
+    wal.append(frame(&[(0, 1, &[2; 700]), (0, 2, &[3; 800])]))
         .unwrap();
     let second_end = wal.end_bytes as usize;
     drop(wal);
@@ -59,9 +80,10 @@ fn two_frames(path: &Path) -> (Vec<u8>, usize, usize) {
 }
 
 // Goal: a torn last frame is dropped at every cut, whatever follows the cut: the end of the
-// file (a frame that grew it), the preallocated zeros, or stale bytes of an older generation.
-// Method: write two frames, then for each byte of the second frame rebuild the file with that
-// byte and the rest of the frame replaced, and reopen.
+// file (a frame that grew it, cut at any byte), or, at every block boundary (the medium
+// persists whole blocks), the preallocated zeros or stale blocks of an older generation.
+// Method: write two frames, the second of several blocks, then rebuild the file with the
+// second frame cut at each point and reopen.
 #[test]
 fn torn_tail_is_dropped_at_every_cut() {
     let dir = tempfile::tempdir().unwrap();
@@ -71,23 +93,34 @@ fn torn_tail_is_dropped_at_every_cut() {
         full.len() as u64 >= EXTEND_BYTES_MIN,
         "the file was preallocated"
     );
+    assert!(second_end - first_end >= 3 * BLOCK_BYTES as usize);
+    let older_generation = next_generation(GENERATION_STEP).wrapping_add(GENERATION_STEP);
     for cut in first_end..second_end {
+        std::fs::write(&path, &full[..cut]).unwrap();
+        let (wal, replayed) = Wal::open(&path).unwrap();
+        assert_eq!(
+            replayed.entries,
+            vec![event(0, 0, b"first")],
+            "cut at {cut}"
+        );
+        assert_eq!(replayed.damaged, Vec::new(), "cut at {cut}");
+        assert_eq!(wal.end_bytes, first_end as u64, "cut at {cut}");
+    }
+    let blocks = (first_end..second_end).step_by(BLOCK_BYTES as usize);
+    for lost in blocks.clone() {
         let mut stale = full.clone();
-        for (idx, byte) in stale[cut..second_end].iter_mut().enumerate() {
-            *byte = (idx as u8).wrapping_mul(31) ^ 0x5a;
-        }
+        let mut block = vec![0x5a; BLOCK_BYTES as usize];
+        block[..8].copy_from_slice(&older_generation.to_le_bytes());
+        stale[lost..lost + BLOCK_BYTES as usize].copy_from_slice(&block);
         let mut zeros = full.clone();
-        zeros[cut..second_end].fill(0);
-        for (what, bytes) in [("end", &full[..cut]), ("zeros", &zeros), ("stale", &stale)] {
+        zeros[lost..lost + BLOCK_BYTES as usize].fill(0);
+        for (what, bytes) in [("zeros", &zeros), ("stale", &stale)] {
             std::fs::write(&path, bytes).unwrap();
-            let (wal, replayed) =
-                Wal::open(&path).unwrap_or_else(|e| panic!("cut at {cut} before {what}: {e}"));
-            assert_eq!(
-                replayed,
-                vec![event(0, 0, b"first")],
-                "cut at {cut}, {what}"
-            );
-            assert_eq!(wal.end_bytes, first_end as u64, "cut at {cut}, {what}");
+            let (wal, replayed) = Wal::open(&path).unwrap();
+            let case = format!("block at {lost} lost, {what}");
+            assert_eq!(replayed.entries, vec![event(0, 0, b"first")], "{case}");
+            assert_eq!(replayed.damaged, Vec::new(), "{case}");
+            assert_eq!(wal.end_bytes, first_end as u64, "{case}");
         }
     }
 }
@@ -115,35 +148,45 @@ fn stale_frames_of_an_older_generation_are_not_replayed() {
     drop(wal);
     assert_eq!(replay(&path), vec![event(1, 0, b"new")]);
 
-    // Tear the new frame: the stale frames after it still do not count, nor make it
-    // corruption.
+    // Tear the new frame (its block never landed: the stale block is back): the stale frames
+    // after it still do not count, nor make it damage.
+    let stale = std::fs::read(&path).unwrap();
+    let (mut wal, _) = Wal::open(&path).unwrap();
+    wal.restart().unwrap();
+    wal.append(frame(&[(1, 1, b"torn")])).unwrap();
+    drop(wal);
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[new_end - 1] ^= 1;
+    let start = FRAMES_START_BYTES as usize;
+    bytes[start..new_end].copy_from_slice(&stale[start..new_end]);
     std::fs::write(&path, &bytes).unwrap();
     let (wal, replayed) = Wal::open(&path).unwrap();
-    assert_eq!(replayed, Vec::new());
-    assert_eq!(wal.end_bytes, HEADER_BYTES);
+    assert_eq!(replayed.entries, Vec::new());
+    assert_eq!(replayed.damaged, Vec::new());
+    assert_eq!(wal.end_bytes, FRAMES_START_BYTES);
 }
 
-// Goal: a frame of the same length as the stale one under it, torn, is not mistaken for
-// damage: the stale frame at the offset its len declares is of another generation.
+// Goal: a frame of the same length as the stale one under it, torn (its second block never
+// landed), is not mistaken for damage: the stale block carries another generation.
 #[test]
 fn torn_frame_over_equal_stale_frames_is_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.wal");
     let (mut wal, _) = Wal::open(&path).unwrap();
     for seq in 0..4 {
-        wal.append(frame(&[(0, seq, b"same size")])).unwrap();
+        wal.append(frame(&[(0, seq, &[9; 600])])).unwrap();
     }
+    let stale = std::fs::read(&path).unwrap();
     wal.restart().unwrap();
-    wal.append(frame(&[(0, 0, b"same size")])).unwrap();
-    wal.append(frame(&[(0, 1, b"same size")])).unwrap();
-    let torn_end = wal.end_bytes as usize;
+    wal.append(frame(&[(0, 0, &[9; 600])])).unwrap();
+    let torn_start = wal.end_bytes as usize;
+    wal.append(frame(&[(0, 1, &[9; 600])])).unwrap();
     drop(wal);
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[torn_end - 3] ^= 0x80;
+    let second_block = torn_start + BLOCK_BYTES as usize;
+    bytes[second_block..second_block + BLOCK_BYTES as usize]
+        .copy_from_slice(&stale[second_block..second_block + BLOCK_BYTES as usize]);
     std::fs::write(&path, &bytes).unwrap();
-    assert_eq!(replay(&path), vec![event(0, 0, b"same size")]);
+    assert_eq!(replay(&path), vec![event(0, 0, &[9; 600])]);
 }
 
 // Goal: appends within the preallocated region and across a restart leave the file's length
@@ -202,38 +245,76 @@ fn extension_steps_stay_within_the_limits() {
     );
 }
 
-// Goal: a damaged frame followed by a valid frame of the current generation is corruption
-// named by its offset, whether the damage hits the payload, the generation or the len (even a
-// len zeroed, which would otherwise end the log); the same damage in the last frame is a torn
-// tail.
+// Goal: the finding of issue #20 (one flipped byte inside the last complete frame was taken
+// for a torn tail, and the acknowledged events it held were dropped for good): a byte flipped
+// at any data offset of either of the last two frames (tags, header, payload) is a damaged
+// frame named by its offset, with the seqs it held where its payload still shows them, and
+// every other frame still replays; never fewer events without a damaged frame.
 #[test]
-fn damage_before_the_tail_is_corruption() {
+fn a_byte_flipped_in_any_frame_is_damage_never_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.wal");
-    let (good, _, second_end) = two_frames(&path);
-    let first = HEADER_BYTES as usize;
-    let damages: [(&str, usize, u8); 4] = [
-        ("payload", first + FRAME_HEADER_BYTES + 2, 1),
-        ("generation", first + FRAME_GENERATION_OFFSET, 0x10),
-        ("len", first, 0x40),
-        ("len zeroed", first, good[first]),
+    let (good, first_end, second_end) = two_frames(&path);
+    let first = FRAMES_START_BYTES as usize;
+    let frames = [
+        (first, one_event_payload_len(5), vec![event(0, 0, b"first")]),
+        (
+            first_end,
+            4 + 2 * (1 + ENTRY_HEADER_BYTES) + 700 + 800,
+            vec![event(0, 1, &[2; 700]), event(0, 2, &[3; 800])],
+        ),
     ];
-    for (what, at, flip) in damages {
-        let mut bytes = good.clone();
-        bytes[at] ^= flip;
-        std::fs::write(&path, &bytes).unwrap();
-        match Wal::open(&path) {
-            Err(StoreError::Corrupt { reason }) => assert!(
-                reason.contains(&format!("byte offset {first} is damaged")),
-                "{what}: {reason}"
-            ),
-            other => panic!("{what}: {:?}", other.map(|(_, entries)| entries)),
+    let all = replay(&path);
+    assert_eq!(all.len(), 3);
+    let mut n_flips = 0;
+    for (frame_idx, (start, payload_len, held)) in frames.iter().enumerate() {
+        let positions = data_positions(*start, *payload_len);
+        assert!(positions.iter().all(|&p| p < second_end));
+        for at in positions {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut bytes = good.clone();
+                bytes[at] ^= flip;
+                std::fs::write(&path, &bytes).unwrap();
+                let (_, replayed) = Wal::open(&path).unwrap();
+                let case = format!("frame {frame_idx}, byte {at} ^ {flip:#x}");
+                assert_eq!(replayed.damaged.len(), 1, "{case}");
+                let damaged = &replayed.damaged[0];
+                assert_eq!(damaged.offset_bytes, *start as u64, "{case}");
+                assert_eq!(damaged.frame_idx, frame_idx as u64, "{case}");
+                let kept: Vec<WalEntry> =
+                    all.iter().filter(|e| !held.contains(e)).cloned().collect();
+                assert_eq!(replayed.entries, kept, "{case}");
+                n_flips += 1;
+            }
         }
     }
+    assert!(n_flips > 3 * 1500, "{n_flips} flips");
+    // A flip in the payload leaves the entries' layout readable: the seqs are named.
     let mut bytes = good.clone();
-    bytes[second_end - 1] ^= 1;
+    let payload_start = first_end + TAG_BYTES + FRAME_HEADER_BYTES;
+    bytes[payload_start + 4 + 1 + ENTRY_HEADER_BYTES + 10] ^= 1;
     std::fs::write(&path, &bytes).unwrap();
-    assert_eq!(replay(&path), vec![event(0, 0, b"first")]);
+    let (_, replayed) = Wal::open(&path).unwrap();
+    assert_eq!(replayed.damaged[0].events, vec![(0, 1), (0, 2)]);
+}
+
+// Goal: a frame whose first block is lost (zeros) while a valid frame follows is damage: frames
+// are written in order, so the later frame proves this one was written and acknowledged.
+#[test]
+fn a_lost_frame_before_a_valid_one_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    let (mut bytes, first_end, _) = two_frames(&path);
+    let first = FRAMES_START_BYTES as usize;
+    bytes[first..first_end].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    let (_, replayed) = Wal::open(&path).unwrap();
+    assert_eq!(replayed.damaged.len(), 1);
+    assert_eq!(replayed.damaged[0].offset_bytes, first as u64);
+    assert_eq!(
+        replayed.entries,
+        vec![event(0, 1, &[2; 700]), event(0, 2, &[3; 800])]
+    );
 }
 
 /// A 16-byte header of an older version.
@@ -273,7 +354,7 @@ fn check_old_wal_is_rewritten(bytes: &[u8], version: u32, expected: Vec<WalEntry
     let path = dir.path().join("s.wal");
     std::fs::write(&path, bytes).unwrap();
     let (mut wal, replayed) = Wal::open(&path).unwrap();
-    assert_eq!(replayed, expected);
+    assert_eq!(replayed.entries, expected);
     assert_eq!(wal.version, version);
     wal.restart().unwrap();
     assert_eq!(file_len(&path), HEADER_BYTES);
@@ -344,8 +425,8 @@ fn newer_version_and_unknown_tags_are_refused() {
     assert!(matches!(
         Wal::open(&path),
         Err(StoreError::UpgradeRequired {
-            found: 4,
-            supported: 3
+            found: 5,
+            supported: 4
         })
     ));
     let header = encode_new_header(GENERATION_STEP);
@@ -473,9 +554,9 @@ impl WalFile for MemFile {
 fn replay_bytes(bytes: Vec<u8>) -> Vec<WalEntry> {
     let file = MemFile::default();
     file.image.lock().unwrap().current = bytes;
-    Wal::open_file(Path::new("mem.wal"), Box::new(file))
-        .unwrap()
-        .1
+    let (_, replay) = Wal::open_file(Path::new("mem.wal"), Box::new(file)).unwrap();
+    assert_eq!(replay.damaged, Vec::new());
+    replay.entries
 }
 
 // Goal: a frame whose write or sync fails is never replayed, from the process's view of the
@@ -585,11 +666,9 @@ fn check_random_run(seed: u64) {
         let slot = slot_offset_bytes(wal.slot_idx) as usize;
         torn[slot + rng.below(SLOT_BYTES) as usize] ^= 1 + rng.below(255) as u8;
         let expected: Vec<WalEntry> = acked.iter().map(|(e, _, _)| e.clone()).collect();
-        assert_eq!(
-            replay_or_error(torn).unwrap(),
-            expected,
-            "{case}: torn restart"
-        );
+        let replayed = replay_or_error(torn).unwrap();
+        assert_eq!(replayed.entries, expected, "{case}: torn restart");
+        assert_eq!(replayed.damaged, Vec::new(), "{case}: torn restart");
         return;
     }
     let (before, _) = file.images();
@@ -618,23 +697,41 @@ fn check_random_run(seed: u64) {
         with
     };
     match reopened {
-        Ok(replayed) if landed => assert_eq!(replayed, all_landed, "{case}"),
+        Ok(replayed) if !replayed.damaged.is_empty() => {
+            panic!("{case}: a torn tail reported as {:?}", replayed.damaged)
+        }
+        Ok(replayed) if landed => assert_eq!(replayed.entries, all_landed, "{case}"),
         // A torn frame whose lost blocks held the same bytes as before may still be whole.
-        Ok(replayed) if replayed == all_landed => {}
-        Ok(replayed) => assert_eq!(replayed, expected, "{case}"),
+        Ok(replayed) if replayed.entries == all_landed => {}
+        Ok(replayed) => assert_eq!(replayed.entries, expected, "{case}"),
         Err(error) => panic!("{case}: a torn tail reported as {error:?}"),
     }
-    if acked.len() >= 2 {
-        let damaged_idx = rng.below(acked.len() as u64 - 1) as usize;
-        let (_, start, end) = acked[damaged_idx];
-        let mut damaged = after;
-        let at = start + rng.below(end - start);
-        damaged[at as usize] ^= 1 + rng.below(255) as u8;
-        assert!(
-            matches!(replay_or_error(damaged), Err(StoreError::Corrupt { .. })),
+    if !acked.is_empty() {
+        // Any acknowledged frame, the last one included: a flipped data byte is a damaged
+        // frame at its offset, and every other acknowledged frame still replays.
+        let damaged_idx = rng.below(acked.len() as u64) as usize;
+        let (entry, start, _) = &acked[damaged_idx];
+        let WalEntry::Event { record, .. } = entry else {
+            unreachable!("the run appends events")
+        };
+        let positions = data_positions(*start as usize, one_event_payload_len(record.len()));
+        let at = positions[rng.below(positions.len() as u64) as usize];
+        let mut damaged = before;
+        damaged[at] ^= 1 + rng.below(255) as u8;
+        let replayed = replay_or_error(damaged).unwrap();
+        let case = format!(
             "{case}: damage at byte {at} in frame {damaged_idx} of {}",
             acked.len()
         );
+        assert_eq!(replayed.damaged.len(), 1, "{case}");
+        assert_eq!(replayed.damaged[0].offset_bytes, *start, "{case}");
+        let kept: Vec<WalEntry> = acked
+            .iter()
+            .enumerate()
+            .filter(|(idx, _)| *idx != damaged_idx)
+            .map(|(_, (e, _, _))| e.clone())
+            .collect();
+        assert_eq!(replayed.entries, kept, "{case}");
     }
 }
 
@@ -649,10 +746,10 @@ fn append_random(wal: &mut Wal, rng: &mut Rng, seq: &mut u64) -> (WalEntry, u64,
     (event(0, *seq - 1, &record), start, wal.end_bytes)
 }
 
-fn replay_or_error(bytes: Vec<u8>) -> Result<Vec<WalEntry>, StoreError> {
+fn replay_or_error(bytes: Vec<u8>) -> Result<Replay, StoreError> {
     let file = MemFile::default();
     file.image.lock().unwrap().current = bytes;
-    Wal::open_file(Path::new("mem.wal"), Box::new(file)).map(|(_, entries)| entries)
+    Wal::open_file(Path::new("mem.wal"), Box::new(file)).map(|(_, replay)| replay)
 }
 
 // Goal: the rules for the end of the log hold under any mix of appends, restarts, torn
@@ -702,4 +799,36 @@ fn torn_generation_slot_falls_back_to_the_previous_generation() {
         Wal::open(&path),
         Err(StoreError::Corrupt { reason }) if reason.contains("current generation is damaged")
     ));
+}
+
+// Goal: a version 3 WAL (frames in place, the generation in each frame's header) still
+// replays, a damaged frame before its tail is still corruption, and once emptied it is
+// rewritten as version 4.
+#[test]
+fn version_3_wal_replays_and_is_rewritten() {
+    let mut bytes = old_header(WAL_VERSION_V3);
+    bytes.extend_from_slice(&encode_slot(0));
+    bytes.extend_from_slice(&encode_slot(GENERATION_STEP));
+    let mut payload = 1u32.to_le_bytes().to_vec();
+    payload.push(ENTRY_TAG_EVENT);
+    payload.extend_from_slice(&4u64.to_le_bytes());
+    payload.extend_from_slice(&7u64.to_le_bytes());
+    payload.extend_from_slice(&3u32.to_le_bytes());
+    payload.extend_from_slice(b"xyz");
+    let frame_start = bytes.len();
+    bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let mut covered = GENERATION_STEP.to_le_bytes().to_vec();
+    covered.extend_from_slice(&payload);
+    bytes.extend_from_slice(&crc32fast::hash(&covered).to_le_bytes());
+    bytes.extend_from_slice(&covered);
+    let one_frame = bytes.clone();
+    check_old_wal_is_rewritten(&one_frame, WAL_VERSION_V3, vec![event(4, 7, b"xyz")]);
+
+    let second_start = bytes.len();
+    bytes.extend_from_slice(&one_frame[frame_start..]);
+    bytes[second_start - 1] ^= 1;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(Wal::open(&path), Err(StoreError::Corrupt { .. })));
 }

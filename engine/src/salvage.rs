@@ -1,0 +1,142 @@
+//! `salvage`: every intact session of a store (read-only, a damaged WAL included) written out
+//! as canonical V3 logs through the export path, and an exact account of what was lost.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+use crate::store::{DamagedFrame, Store};
+use crate::transfer::export_prefix;
+
+/// One session written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Salvaged {
+    pub session: String,
+    pub file: PathBuf,
+    /// Events written: seqs `0..events`.
+    pub events: u64,
+}
+
+/// What of one session could not be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loss {
+    pub session: String,
+    /// The first seq not written (`None`: nothing of the session was written).
+    pub from_seq: Option<u64>,
+    /// The session's verify faults, or why the export failed.
+    pub reasons: Vec<String>,
+}
+
+/// The result of a salvage.
+#[derive(Debug, Default)]
+pub struct SalvageReport {
+    pub written: Vec<Salvaged>,
+    pub lost: Vec<Loss>,
+    pub damaged_frames: Vec<DamagedFrame>,
+}
+
+impl SalvageReport {
+    /// Whether nothing was lost.
+    pub fn complete(&self) -> bool {
+        self.lost.is_empty() && self.damaged_frames.is_empty()
+    }
+}
+
+/// Writes every session of `store` to `dir` (created if missing) as `<id>.v3.jsonl`: a session
+/// that verifies whole, whole; a damaged one, its events before the first fault (a verified
+/// prefix), reported as a loss from that seq. Never overwrites a file.
+pub fn salvage(store: &Store, dir: &Path) -> Result<SalvageReport, Error> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let reports = store.verify(&[])?;
+    let mut salvage = SalvageReport {
+        damaged_frames: store.damaged_frames().to_vec(),
+        ..SalvageReport::default()
+    };
+    for report in reports {
+        let first_fault = report.faults.iter().map(|f| f.seq.unwrap_or(0)).min();
+        let reasons: Vec<String> = report
+            .faults
+            .iter()
+            .map(|f| {
+                let at = f.seq.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+                format!("{}@{at}: {} [{}]", report.session, f.message, f.kind.name())
+            })
+            .collect();
+        let end_seq = first_fault.unwrap_or(report.events);
+        let file = dir.join(format!("{}.v3.jsonl", report.session));
+        let exported = if end_seq == 0 && first_fault.is_some() {
+            None
+        } else {
+            Some(export_prefix(store, &report.session, end_seq, &file))
+        };
+        match exported {
+            Some(Ok(events)) => {
+                salvage.written.push(Salvaged {
+                    session: report.session.clone(),
+                    file,
+                    events,
+                });
+                if first_fault.is_some() {
+                    salvage.lost.push(Loss {
+                        session: report.session,
+                        from_seq: Some(events),
+                        reasons,
+                    });
+                }
+            }
+            Some(Err(error)) => salvage.lost.push(Loss {
+                session: report.session,
+                from_seq: None,
+                reasons: reasons
+                    .into_iter()
+                    .chain([format!("not written: {error}")])
+                    .collect(),
+            }),
+            None => salvage.lost.push(Loss {
+                session: report.session,
+                from_seq: None,
+                reasons,
+            }),
+        }
+    }
+    Ok(salvage)
+}
+
+/// Writes a consistent single-file copy of `store` (open read-only, its WAL replayed) to the
+/// new file `out`: a store built under a temporary name by copying every session (which
+/// checks every record and chain on the way and verifies the target), closed cleanly so
+/// that its WAL is empty, whose WAL file is then removed, and linked into place. Returns the
+/// sessions copied; an existing `out` is refused.
+pub fn backup(store: &Store, out: &Path) -> Result<Vec<crate::log_store::CopiedSession>, Error> {
+    if out.exists() {
+        return Err(Error::Refused(format!(
+            "{}: exists; backup never overwrites",
+            out.display()
+        )));
+    }
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = out.with_file_name(format!(".{name}.backup-{}", std::process::id()));
+    let temp_wal = crate::store::wal_path(&temp);
+    let built = (|| {
+        let target = Store::open(&temp)?;
+        let copied = crate::log_store::copy_sessions(store, &target, &[], &mut |_, _| {})?;
+        drop(target);
+        std::fs::remove_file(&temp_wal).map_err(|e| Error::io(&temp_wal, e))?;
+        if let Some(bad) = copied.iter().find(|c| !c.report.ok()) {
+            return Err(Error::Refused(format!(
+                "{}: the copy does not verify: {:?}",
+                bad.session, bad.report.faults
+            )));
+        }
+        std::fs::hard_link(&temp, out).map_err(|e| Error::io(out, e))?;
+        crate::transfer::sync_parent(out)?;
+        Ok(copied)
+    })();
+    let _ = std::fs::remove_file(&temp_wal);
+    let removed = std::fs::remove_file(&temp).map_err(|e| Error::io(&temp, e));
+    let copied = built?;
+    removed?;
+    Ok(copied)
+}
