@@ -9,6 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use sessionlog_engine::documents;
+use sessionlog_engine::files::names_a_file;
 use sessionlog_engine::inspect::{fold_session, FoldedSession, SessionSource};
 use sessionlog_engine::seal::{seal_export, verify_sealed, SealReport};
 use sessionlog_engine::store::verify::SessionReport;
@@ -263,7 +264,7 @@ fn verify_files(global: Global, files: &[&String]) -> anyhow::Result<ExitCode> {
 /// file, else a session in the store.
 fn folded(args: &ViewArgs) -> anyhow::Result<FoldedSession> {
     let path = Path::new(&args.source);
-    if args.db.db.is_none() && path.is_file() {
+    if args.db.db.is_none() && names_a_file(path) {
         let source = SessionSource::File {
             path,
             snapshot: args.input.snapshot.into(),
