@@ -283,7 +283,11 @@ pub fn messages(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
     let folded = folded(&args)?;
     let messages = folded.messages();
     if global.json {
-        print_json(&documents::messages(&folded)?)?;
+        // Streamed: the document of a large session is never built as a value tree.
+        let mut out = io::BufWriter::new(io::stdout().lock());
+        documents::write_messages(&folded, &mut out)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
         return Ok(ExitCode::from(EXIT_OK));
     }
     let mut out = io::BufWriter::new(io::stdout().lock());
