@@ -184,6 +184,14 @@ pub(crate) struct Refused {
     pub(crate) reason: String,
 }
 
+impl Refused {
+    /// The refusal as an error naming `path` and the line: `FILE:LINE: reason`.
+    pub(crate) fn into_error(self, path: &Path) -> Error {
+        let line = self.line.map(|l| format!(":{l}")).unwrap_or_default();
+        Error::Refused(format!("{}{line}: {}", path.display(), self.reason))
+    }
+}
+
 /// Streams an open log through the migrator into the writer `open` makes once the target
 /// header is known. The outer error is an I/O or read failure; the inner one a refusal.
 pub(crate) fn stream<S: Sink>(
@@ -403,14 +411,7 @@ pub fn read_as_v3(
     };
     match stream(reader, path, true, &mut |_| {}, open)? {
         Ok((_, collected)) => Ok((collected.header, collected.events, snapshot)),
-        Err(refused) => {
-            let line = refused.line.map(|l| format!(":{l}")).unwrap_or_default();
-            Err(Error::Refused(format!(
-                "{}{line}: {}",
-                path.display(),
-                refused.reason
-            )))
-        }
+        Err(refused) => Err(refused.into_error(path)),
     }
 }
 
