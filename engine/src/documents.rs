@@ -38,7 +38,7 @@ pub fn write_messages(
 ) -> Result<(), serde_json::Error> {
     let head = json!({ "session": folded.session, "atSeq": folded.at_seq });
     let head = serde_json::to_string(&head)?;
-    // `{"session":…,"atSeq":…}` less its closing brace, then the messages member.
+    // `{"session":..,"atSeq":..}` less its closing brace, then the messages member.
     let open = &head[..head.len() - 1];
     out.write_all(open.as_bytes())
         .map_err(serde_json::Error::io)?;

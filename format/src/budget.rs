@@ -1,7 +1,7 @@
 //! The decoded-size budget of one JSON line: how many values a row or header may hold.
 //!
 //! A row's bytes are bounded ([`crate::reader::ROW_SIZE_BYTES_MAX`]), but what a row costs once
-//! decoded depends on its shape: a 30 MiB row `[1,1,1,…]` is 15 million values, each a
+//! decoded depends on its shape: a 30 MiB row `[1,1,1,...]` is 15 million values, each a
 //! `serde_json::Value` of 32 bytes in a vector that doubles as it grows, and took 2.35 GB to
 //! check (issue #20). So before a line is decoded, its values are counted in one pass over the
 //! bytes (no allocation), and a line with more than [`JSON_VALUES_MAX`] is refused with a

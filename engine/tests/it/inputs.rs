@@ -172,7 +172,7 @@ fn wide_row_log(n: u64) -> Vec<u8> {
 }
 
 // Goal: pin the bug of issue #20 where a 2.8 KB `.jsonl.zstd` holding one 30 MiB row of
-// `[1,1,…]` took 2.35 GB to check: a row over the value budget is refused with a `too-large`
+// `[1,1,...]` took 2.35 GB to check: a row over the value budget is refused with a `too-large`
 // fault naming its line and the limit, before it is decoded, raw or compressed; a row just
 // at the budget still reads. Method: the hostile row (the budget's worth of array values
 // plus the row's own, in a 2 MiB row) written raw and as zstd; and one exactly at the budget.
