@@ -10,9 +10,10 @@ use serde_json::json;
 use sessionlog_engine::audit::{
     audit_file, audit_store, session_files, totals, AuditRow, AuditTotals, Integrity,
 };
+use sessionlog_engine::walk::Walk;
 
 use crate::commands::{Global, InputArgs};
-use crate::output::{print_json, progress, EXIT_FAULT, EXIT_OK};
+use crate::output::{note_skipped, print_json, progress, skipped_json, EXIT_FAULT, EXIT_OK};
 use crate::store_commands::DbArgs;
 
 #[derive(Debug, Args)]
@@ -32,12 +33,15 @@ pub fn audit(global: Global, args: AuditArgs) -> anyhow::Result<ExitCode> {
             .sources
             .iter()
             .all(|s| std::path::Path::new(s).exists());
+    let mut walk = Walk::default();
     let rows = if on_disk {
-        let mut files = Vec::new();
         for source in &args.sources {
-            files.extend(session_files(source.as_ref())?);
+            let found = session_files(source.as_ref())?;
+            walk.files.extend(found.files);
+            walk.skipped.extend(found.skipped);
         }
-        audit_files(&global, &files, args.input.snapshot.into())
+        note_skipped(&walk, global.quiet);
+        audit_files(&global, &walk.files, args.input.snapshot.into())
     } else {
         let store = args.db.open_read_only()?;
         audit_store(&store, &args.sources)?
@@ -47,6 +51,7 @@ pub fn audit(global: Global, args: AuditArgs) -> anyhow::Result<ExitCode> {
         let sessions: Vec<_> = rows.iter().map(row_json).collect();
         print_json(&json!({
             "sessions": sessions,
+            "skipped": skipped_json(&walk),
             "totals": {
                 "sessions": totals.sessions,
                 "ok": totals.ok,
@@ -66,7 +71,7 @@ pub fn audit(global: Global, args: AuditArgs) -> anyhow::Result<ExitCode> {
             println!("{}", totals_line(&totals));
         }
     }
-    let all_ok = totals.corrupt == 0 && totals.refused == 0;
+    let all_ok = totals.corrupt == 0 && totals.refused == 0 && !walk.has_fault();
     Ok(ExitCode::from(if all_ok { EXIT_OK } else { EXIT_FAULT }))
 }
 

@@ -112,6 +112,7 @@ pub fn demo(global: Global, args: DemoArgs) -> anyhow::Result<ExitCode> {
 
     say("== audit the root");
     let rows: Vec<_> = session_files(&root)?
+        .files
         .iter()
         .map(|(file, relative)| audit_file(file, relative, SnapshotMode::Auto))
         .collect();

@@ -6,12 +6,11 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 
-use sessionlog_engine::migrate::{
-    migrate_file_observed, sources, FileOutcome, MigrateOptions, Outcome,
-};
+use sessionlog_engine::migrate::{migrate_file_observed, FileOutcome, MigrateOptions, Outcome};
+use sessionlog_engine::walk::walk_all;
 
 use crate::commands::{Global, InputArgs};
-use crate::output::{print_json, progress, EXIT_FAULT, EXIT_OK};
+use crate::output::{note_skipped, print_json, progress, skipped_json, EXIT_FAULT, EXIT_OK};
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
@@ -29,7 +28,8 @@ pub struct MigrateArgs {
     /// Write successors under DIR (created if missing) instead of beside their sources.
     #[arg(short = 'o', long = "output")]
     out_dir: Option<PathBuf>,
-    /// Session log files, or directories to walk for session[.vN].jsonl[.zstd].
+    /// Session log files, or directories to walk for session[.vN].jsonl[.zstd] (links inside
+    /// a walk are not followed; each is reported).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }
@@ -41,13 +41,12 @@ pub fn migrate(global: Global, args: MigrateArgs) -> anyhow::Result<ExitCode> {
         snapshot: args.input.snapshot.into(),
         skip_proof: args.no_verify,
     };
-    let mut files = Vec::new();
-    for path in &args.paths {
-        files.extend(sources(path)?);
-    }
+    let walk = walk_all(&args.paths)?;
+    note_skipped(&walk, global.quiet);
+    let files = &walk.files;
     let bar = progress(files.len() as u64, global.quiet || global.json, "migrating");
     let mut outcomes = Vec::with_capacity(files.len());
-    for (source, relative) in &files {
+    for (source, relative) in files {
         let name = source.display().to_string();
         let outcome = migrate_file_observed(source, relative, &options, &mut |events| {
             bar.set_message(format!("migrating {name}: {events} events"))
@@ -63,14 +62,19 @@ pub fn migrate(global: Global, args: MigrateArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     if global.json {
         let files: Vec<_> = outcomes.iter().map(outcome_json).collect();
-        print_json(&json!({ "files": files, "dryRun": args.dry_run }))?;
+        print_json(&json!({
+            "files": files,
+            "skipped": skipped_json(&walk),
+            "dryRun": args.dry_run,
+        }))?;
     } else if !global.quiet {
         print_table(&outcomes, args.dry_run);
     }
     let refused = outcomes
         .iter()
         .any(|o| matches!(o.outcome, Outcome::Refused { .. }));
-    Ok(ExitCode::from(if refused { EXIT_FAULT } else { EXIT_OK }))
+    let failed = refused || walk.has_fault();
+    Ok(ExitCode::from(if failed { EXIT_FAULT } else { EXIT_OK }))
 }
 
 fn outcome_json(outcome: &FileOutcome) -> serde_json::Value {

@@ -79,5 +79,38 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
     })
 }
 
+/// Notes on stderr for what a walk skipped (unless `--quiet`), one line each.
+pub fn note_skipped(walk: &sessionlog_engine::walk::Walk, quiet: bool) {
+    if quiet {
+        return;
+    }
+    for skipped in &walk.skipped {
+        let kind = if skipped.reason.is_fault() {
+            "error"
+        } else {
+            "note"
+        };
+        eprintln!(
+            "{}: {kind}: skipped: {}",
+            skipped.path.display(),
+            skipped.reason
+        );
+    }
+}
+
+/// What a walk skipped, for `--json`: `[{path, reason, message}]`.
+pub fn skipped_json(walk: &sessionlog_engine::walk::Walk) -> serde_json::Value {
+    walk.skipped
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "path": s.path.display().to_string(),
+                "reason": s.reason.name(),
+                "message": s.reason.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// Lower-case hex of a hash, for `headHash`.
 pub use sessionlog_engine::documents::hex;

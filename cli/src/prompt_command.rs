@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 
+use sessionlog_engine::files::names_a_file;
 use sessionlog_engine::prompt::history::{history_from_file, history_from_store, PromptHistory};
 
 use crate::commands::{Global, InputArgs};
@@ -29,7 +30,7 @@ pub struct PromptArgs {
 
 pub fn prompt(global: Global, args: PromptArgs) -> anyhow::Result<ExitCode> {
     let path = Path::new(&args.source);
-    let history = if path.is_file() {
+    let history = if names_a_file(path) {
         history_from_file(path, args.input.snapshot.into())?
     } else {
         let store = args.db.open_read_only()?;

@@ -8,6 +8,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use serde_json::Value;
 
+use sessionlog_engine::files::names_a_file;
 use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::requests::{
     requests, PrefixBreak, RequestOptions, RequestReport, RequestRow, RequestSummary,
@@ -57,7 +58,7 @@ pub fn run(global: Global, args: RequestsArgs) -> anyhow::Result<ExitCode> {
 
 fn report(args: &RequestsArgs, options: RequestOptions) -> anyhow::Result<RequestReport> {
     let path = Path::new(&args.source);
-    if args.db.is_none() && path.is_file() {
+    if args.db.is_none() && names_a_file(path) {
         let source = SessionSource::File {
             path,
             snapshot: args.input.snapshot.into(),

@@ -10,6 +10,7 @@ use anyhow::{anyhow, Context};
 use clap::Args;
 use serde_json::{json, Value};
 
+use sessionlog_engine::files::names_a_file;
 use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::show::{
     show as build_transcript, Block, Body, Entry, EntryBody, Marker, MessageEntry, ShowOptions,
@@ -79,7 +80,7 @@ pub fn show(global: Global, args: ShowArgs) -> anyhow::Result<ExitCode> {
 /// like a path; else a session in the store named by `$SESSIONLOG_DB` or the default path.
 fn transcript(args: &ShowArgs, options: ShowOptions) -> anyhow::Result<Transcript> {
     let path = Path::new(&args.source);
-    if args.db.is_none() && (path.is_file() || looks_like_path(&args.source)) {
+    if args.db.is_none() && (names_a_file(path) || looks_like_path(&args.source)) {
         let source = SessionSource::File {
             path,
             snapshot: args.input.snapshot.into(),

@@ -9,6 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use sessionlog_engine::documents;
+use sessionlog_engine::files::names_a_file;
 use sessionlog_engine::inspect::{fold_session, FoldedSession, SessionSource};
 use sessionlog_engine::seal::{seal_export, verify_sealed, SealReport};
 use sessionlog_engine::store::verify::SessionReport;
@@ -292,7 +293,7 @@ fn verify_files(global: Global, files: &[&String]) -> anyhow::Result<ExitCode> {
 /// file, else a session in the store.
 fn folded(args: &ViewArgs) -> anyhow::Result<FoldedSession> {
     let path = Path::new(&args.source);
-    if args.db.db.is_none() && path.is_file() {
+    if args.db.db.is_none() && names_a_file(path) {
         let source = SessionSource::File {
             path,
             snapshot: args.input.snapshot.into(),
@@ -311,7 +312,11 @@ pub fn messages(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
     let folded = folded(&args)?;
     let messages = folded.messages();
     if global.json {
-        print_json(&documents::messages(&folded)?)?;
+        // Streamed: the document of a large session is never built as a value tree.
+        let mut out = io::BufWriter::new(io::stdout().lock());
+        documents::write_messages(&folded, &mut out)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
         return Ok(ExitCode::from(EXIT_OK));
     }
     let mut out = io::BufWriter::new(io::stdout().lock());

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::{json, Value};
 
+use sessionlog_engine::files::names_a_file;
 use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::meter::{tokens, Breakdown, TokensReport};
 
@@ -26,7 +27,7 @@ pub struct TokensArgs {
 
 pub fn run(global: Global, args: TokensArgs) -> anyhow::Result<ExitCode> {
     let path = Path::new(&args.source);
-    let report = if path.is_file() {
+    let report = if names_a_file(path) {
         tokens(SessionSource::File {
             path,
             snapshot: args.input.snapshot.into(),

@@ -72,9 +72,9 @@ pub struct AuditRow {
 }
 
 /// The session log files under `path` (a file is itself), in path order, each with its path
-/// relative to `path`.
-pub fn session_files(path: &Path) -> Result<Vec<(PathBuf, PathBuf)>, Error> {
-    crate::migrate::sources(path)
+/// relative to `path`, and what the walk skipped ([`crate::walk`]).
+pub fn session_files(path: &Path) -> Result<crate::walk::Walk, Error> {
+    crate::walk::walk(path)
 }
 
 /// Whether `name` would be audited when found in a walked tree.

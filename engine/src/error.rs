@@ -16,6 +16,13 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A log named by path is not a regular file; it is refused before any read (a FIFO with
+    /// no writer would block, a device may never end).
+    #[error(
+        "{path}: a {kind}, not a regular file: refused{}",
+        not_a_file_hint(kind)
+    )]
+    NotAFile { path: PathBuf, kind: &'static str },
     /// A log could not be read; the message names the line and the rule.
     #[error("{path}:{}", read_error_place(.source))]
     Read {
@@ -36,6 +43,13 @@ pub enum Error {
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+}
+
+fn not_a_file_hint(kind: &str) -> &'static str {
+    match kind {
+        "directory" => "",
+        _ => " (to read a pipe or a device, redirect it to standard input and name `-`)",
+    }
 }
 
 /// Formats a read error as `LINE: message` (CLI.md's `FILE:LINE: message`).

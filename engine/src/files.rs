@@ -1,12 +1,16 @@
 //! Opening dsh session-log files for reading.
 //!
 //! Compression is detected from the zstd magic, not the suffix, so a misnamed file still
-//! reads; inputs are only ever opened read-only. A `.jsonl.zstd` file is decompressed on a
+//! reads; inputs are only ever opened read-only. Only regular files are read by name: a FIFO,
+//! socket or device is refused before any read (it is opened non-blocking, so a FIFO without a
+//! writer cannot hang the open), and a directory is refused too. `-` names standard input
+//! ([`crate::stdin`]), which is how a pipe or a device is read on purpose. A `.jsonl.zstd` file is decompressed on a
 //! second thread while the caller's thread decodes rows, so that a compressed log reads
 //! nearly as fast as a raw one on a machine with two cores.
 
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread;
@@ -15,15 +19,34 @@ use sessionlog_format::frame::{is_zstd, FrameCorruption, FrameReader, TornFrame,
 use sessionlog_format::{FrameSource, LogReader, ReadOptions};
 
 use crate::error::Error;
+use crate::stdin::StdinInput;
+use crate::walk::special_kind;
+
+/// The path that names standard input.
+pub const STDIN_PATH: &str = "-";
+
+/// Whether `path` names standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == STDIN_PATH
+}
+
+/// Whether a command argument names a log to read rather than a stored session: `-`, or an
+/// existing entry that is not a directory (a FIFO or device counts, so that opening it gives
+/// its clear refusal instead of a lookup in the store).
+pub fn names_a_file(path: &Path) -> bool {
+    is_stdin(path) || std::fs::metadata(path).is_ok_and(|m| !m.is_dir())
+}
 
 /// Bytes of decompressed content per message from the decompressing thread.
 const CHUNK_BYTES: usize = 256 << 10;
 /// Chunks in flight between the threads; bounds the memory at about 1 MiB.
 const CHUNKS_IN_FLIGHT_MAX: usize = 4;
 
-/// A log file as the reader sees it: raw bytes, or content decompressed on another thread.
+/// A log file as the reader sees it: raw bytes of a file or of standard input, or content
+/// decompressed on another thread.
 pub enum LogInput {
     Raw(File),
+    Stdin(StdinInput),
     Zstd(ThreadedFrames),
 }
 
@@ -31,6 +54,7 @@ impl Read for LogInput {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             LogInput::Raw(file) => file.read(buf),
+            LogInput::Stdin(input) => input.read(buf),
             LogInput::Zstd(frames) => frames.read(buf),
         }
     }
@@ -39,23 +63,37 @@ impl Read for LogInput {
 impl FrameSource for LogInput {
     fn torn(&self) -> Option<TornFrame> {
         match self {
-            LogInput::Raw(_) => None,
+            LogInput::Raw(_) | LogInput::Stdin(_) => None,
             LogInput::Zstd(frames) => frames.torn,
         }
     }
 }
 
-/// Opens `path` read-only and reads its header.
+/// Opens `path` read-only (`-`: standard input) and reads its header.
 pub fn open_log(path: &Path, options: ReadOptions) -> Result<LogReader<LogInput>, Error> {
-    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut magic = [0u8; ZSTD_MAGIC.len()];
-    let n_read = read_prefix(&mut file, &mut magic).map_err(|e| Error::io(path, e))?;
-    file.seek(SeekFrom::Start(0))
-        .map_err(|e| Error::io(path, e))?;
-    let read = if is_zstd(&magic[..n_read]) {
-        LogReader::from_frames(LogInput::Zstd(ThreadedFrames::spawn(file)), options)
+    let read = if is_stdin(path) {
+        let mut probe = StdinInput::from_start();
+        let mut magic = [0u8; ZSTD_MAGIC.len()];
+        let n_read = read_prefix(&mut probe, &mut magic).map_err(|e| Error::io(path, e))?;
+        let input = StdinInput::from_start();
+        if is_zstd(&magic[..n_read]) {
+            let frames = ThreadedFrames::spawn(Box::new(input));
+            LogReader::from_frames(LogInput::Zstd(frames), options)
+        } else {
+            LogReader::new(LogInput::Stdin(input), options)
+        }
     } else {
-        LogReader::new(LogInput::Raw(file), options)
+        let mut file = open_regular(path)?;
+        let mut magic = [0u8; ZSTD_MAGIC.len()];
+        let n_read = read_prefix(&mut file, &mut magic).map_err(|e| Error::io(path, e))?;
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| Error::io(path, e))?;
+        if is_zstd(&magic[..n_read]) {
+            let frames = ThreadedFrames::spawn(Box::new(file));
+            LogReader::from_frames(LogInput::Zstd(frames), options)
+        } else {
+            LogReader::new(LogInput::Raw(file), options)
+        }
     };
     read.map_err(|source| Error::Read {
         path: path.to_owned(),
@@ -63,7 +101,28 @@ pub fn open_log(path: &Path, options: ReadOptions) -> Result<LogReader<LogInput>
     })
 }
 
-fn read_prefix(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+/// Opens `path` read-only if it is a regular file (a link is followed), and refuses anything
+/// else before reading a byte. `O_NONBLOCK` makes the open of a FIFO return at once even with
+/// no writer; reads of a regular file ignore the flag.
+fn open_regular(path: &Path) -> Result<File, Error> {
+    let file = File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    let file_type = file.metadata().map_err(|e| Error::io(path, e))?.file_type();
+    let kind = match special_kind(file_type) {
+        Some(kind) => kind,
+        None if file_type.is_dir() => "directory",
+        None => return Ok(file),
+    };
+    Err(Error::NotAFile {
+        path: path.to_owned(),
+        kind,
+    })
+}
+
+fn read_prefix(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read(&mut buf[filled..]) {
@@ -94,7 +153,7 @@ pub struct ThreadedFrames {
 }
 
 impl ThreadedFrames {
-    fn spawn(file: File) -> ThreadedFrames {
+    fn spawn(file: Box<dyn Read + Send>) -> ThreadedFrames {
         let (sender, receiver) = sync_channel(CHUNKS_IN_FLIGHT_MAX);
         thread::spawn(move || {
             let mut frames = FrameReader::new(BufReader::with_capacity(1 << 16, file));

@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::rules::RuleContext;
-use sessionlog_format::{Event, FormatVersion, Message, ReadOptions, Recovery, SnapshotMode};
+use sessionlog_format::{
+    Event, FormatVersion, LogReader, Message, ReadOptions, Recovery, SessionHeader, SnapshotMode,
+};
 
 use crate::error::Error;
-use crate::files::open_log;
-use crate::migrate::read_as_v3;
+use crate::files::{open_log, LogInput};
+use crate::migrate::Sink;
 use crate::store::{Store, StoreError};
 
 /// Where a session comes from.
@@ -81,16 +83,9 @@ fn fold_file(
         },
     )?;
     if reader.version() != FormatVersion::V3 {
-        // Older versions are migrated in memory; nothing is written.
-        drop(reader);
-        let (header, events, snapshot) = read_as_v3(path, snapshot)?;
-        return fold_events(
-            path,
-            header.id,
-            snapshot,
-            events.into_iter().map(Ok),
-            at_seq,
-        );
+        // Older versions stream through the migration chain into the fold, in memory (nothing
+        // is written): memory stays one batch plus the live surface, as for V3.
+        return fold_migrated(path, reader, at_seq);
     }
     // A V3 file streams: memory stays one row plus the live surface.
     let session = reader.header().id.clone();
@@ -109,6 +104,52 @@ fn fold_file(
         first.map(Ok).into_iter().chain(rest),
         at_seq,
     )
+}
+
+/// The fold a migration streams into: events past `at_seq` are not admitted.
+struct FoldSink {
+    fold: SessionFold,
+    at_seq: Option<u64>,
+}
+
+impl Sink for FoldSink {
+    fn take(&mut self, events: &mut Vec<Event>, path: &Path) -> Result<(), Error> {
+        for event in events.drain(..) {
+            if self.at_seq.is_some_and(|at| event.seq > at) {
+                continue;
+            }
+            let seq = event.seq;
+            self.fold
+                .admit(Arc::new(event))
+                .map_err(|v| Error::Refused(format!("{}: seq {seq}: {v}", path.display())))?;
+        }
+        Ok(())
+    }
+}
+
+fn fold_migrated(
+    path: &Path,
+    reader: LogReader<LogInput>,
+    at_seq: Option<u64>,
+) -> Result<FoldedSession, Error> {
+    let snapshot = reader.snapshot();
+    let mut session = String::new();
+    let open = |header: &SessionHeader| {
+        session = header.id.clone();
+        let ctx = RuleContext {
+            version: FormatVersion::V3,
+            snapshot,
+        };
+        Ok(FoldSink {
+            fold: SessionFold::new(ctx),
+            at_seq,
+        })
+    };
+    let sink = match crate::migrate::stream(reader, path, true, &mut |_| {}, open)? {
+        Ok((_, sink)) => sink,
+        Err(refused) => return Err(refused.into_error(path)),
+    };
+    finish_fold(session, sink.fold, at_seq)
 }
 
 fn fold_events(
@@ -132,6 +173,14 @@ fn fold_events(
         fold.admit(Arc::new(event))
             .map_err(|v| Error::Refused(format!("{}: seq {seq}: {v}", path.display())))?;
     }
+    finish_fold(session, fold, at_seq)
+}
+
+fn finish_fold(
+    session: String,
+    fold: SessionFold,
+    at_seq: Option<u64>,
+) -> Result<FoldedSession, Error> {
     let next_seq = fold.admission().next_seq();
     if let Some(at) = at_seq {
         if next_seq <= at {

@@ -40,7 +40,9 @@ pub mod seal;
 pub mod server;
 pub mod service;
 pub mod show;
+pub mod stdin;
 pub mod store;
 pub mod transfer;
+pub mod walk;
 
 pub use error::Error;

@@ -77,36 +77,6 @@ pub fn is_generation_name(name: &str) -> bool {
     !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) && !number.starts_with('0')
 }
 
-/// The session logs under `path`: the file itself, or every generation file of a tree
-/// (sorted), each with its path relative to the walked root.
-pub fn sources(path: &Path) -> Result<Vec<(PathBuf, PathBuf)>, Error> {
-    if !path.is_dir() {
-        let name = path.file_name().map(PathBuf::from).unwrap_or_default();
-        return Ok(vec![(path.to_owned(), name)]);
-    }
-    let mut found = Vec::new();
-    walk(path, path, &mut found)?;
-    found.sort();
-    Ok(found)
-}
-
-fn walk(root: &Path, dir: &Path, found: &mut Vec<(PathBuf, PathBuf)>) -> Result<(), Error> {
-    for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let path = entry.map_err(|e| Error::io(dir, e))?.path();
-        if path.is_dir() {
-            walk(root, &path, found)?;
-        } else if path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(is_generation_name)
-        {
-            let relative = path.strip_prefix(root).unwrap_or(&path).to_owned();
-            found.push((path, relative));
-        }
-    }
-    Ok(())
-}
-
 /// Migrates one source file to V3.
 pub fn migrate_file(source: &Path, relative: &Path, options: &MigrateOptions) -> FileOutcome {
     migrate_file_observed(source, relative, options, &mut |_| {})
@@ -212,6 +182,14 @@ pub(crate) struct Refused {
     /// The physical line (header = 1), when the refusal names an event or the header.
     pub(crate) line: Option<u64>,
     pub(crate) reason: String,
+}
+
+impl Refused {
+    /// The refusal as an error naming `path` and the line: `FILE:LINE: reason`.
+    pub(crate) fn into_error(self, path: &Path) -> Error {
+        let line = self.line.map(|l| format!(":{l}")).unwrap_or_default();
+        Error::Refused(format!("{}{line}: {}", path.display(), self.reason))
+    }
 }
 
 /// Streams an open log through the migrator into the writer `open` makes once the target
@@ -433,14 +411,7 @@ pub fn read_as_v3(
     };
     match stream(reader, path, true, &mut |_| {}, open)? {
         Ok((_, collected)) => Ok((collected.header, collected.events, snapshot)),
-        Err(refused) => {
-            let line = refused.line.map(|l| format!(":{l}")).unwrap_or_default();
-            Err(Error::Refused(format!(
-                "{}{line}: {}",
-                path.display(),
-                refused.reason
-            )))
-        }
+        Err(refused) => Err(refused.into_error(path)),
     }
 }
 

@@ -32,6 +32,7 @@
 pub mod admission;
 pub mod binary;
 pub mod block;
+pub mod budget;
 pub mod error;
 pub mod event;
 pub mod fold;

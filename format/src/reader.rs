@@ -237,6 +237,7 @@ impl<R: Read> LogReader<R> {
             LineRead::Torn => return Err(self.header_fault("the header line is cut short")),
             LineRead::TooLong => return Err(self.header_fault("the header line is too large")),
         }
+        crate::budget::check_values(&self.line).map_err(|m| self.header_fault(m))?;
         let value: Value = serde_json::from_slice(&self.line)
             .map_err(|e| self.header_fault(format!("header is not valid JSON: {e}")))?;
         let version = self.detect_version(&value)?;
@@ -527,6 +528,10 @@ impl<R: Read> LogReader<R> {
 }
 
 fn first_row_lacks_seq(line: &[u8]) -> bool {
+    // A row over the value budget is not parsed here; `decode_row` refuses it.
+    if crate::budget::check_values(line).is_err() {
+        return false;
+    }
     match serde_json::from_slice::<Value>(line) {
         Ok(Value::Object(row)) => !row.contains_key("seq") && !row.contains_key("seq0"),
         _ => false,

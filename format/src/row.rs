@@ -36,6 +36,9 @@ pub enum Decoded {
 
 /// Decodes one row (without its newline) whose first event is expected at `expected_seq`.
 pub fn decode_row(line: &[u8], ctx: RowContext, expected_seq: u64) -> Result<Decoded, Violation> {
+    // The decoded size is bounded before anything is built (a wide array would cost ~80x
+    // its bytes).
+    crate::budget::check_values(line).map_err(|m| Violation::new(Rule::TooLarge, m))?;
     let visitor = RowVisitor {
         legacy: ctx.version.has_packed_rows(),
     };

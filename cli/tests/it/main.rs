@@ -4,6 +4,7 @@ mod audit;
 mod catalog;
 mod check;
 mod compact;
+mod inputs;
 mod lock;
 mod migrate;
 mod prompt;

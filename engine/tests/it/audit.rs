@@ -54,7 +54,7 @@ fn audit_rows_on_a_dsh_root() {
     .unwrap();
     std::fs::write(root.join("--work-gen--").join("notes.txt"), "not a log").unwrap();
 
-    let files = session_files(root).unwrap();
+    let files = session_files(root).unwrap().files;
     let relative: Vec<String> = files.iter().map(|(_, r)| r.display().to_string()).collect();
     assert_eq!(
         relative,

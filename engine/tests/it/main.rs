@@ -11,6 +11,7 @@ mod concurrency;
 mod context;
 mod faultpos;
 mod faults;
+mod inputs;
 mod kill;
 mod loop_admission;
 mod loopback;
