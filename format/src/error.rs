@@ -25,9 +25,9 @@ pub enum Rule {
     Payload,
     /// A payload member that must be an array of content blocks (spec 13.1, relations.md).
     ContentMember,
-    /// A payload member that must be a non-negative safe integer (a turn, step, retry or seq).
+    /// A payload member that must be a non-negative safe integer (a seq, position or count).
     IntegerMember,
-    /// A payload member that must be a string (an id, name or provider).
+    /// A payload member that must be a string (a text).
     StringMember,
     /// A payload member that must be a boolean.
     BooleanMember,

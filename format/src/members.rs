@@ -1,27 +1,29 @@
-//! Payload member types the spec states for the events kept as JSON (spec 5.2, 6.1, 13.1).
+//! Payload member types the spec states for members kept as JSON (spec 5.2, 6.1, 13.1).
 //!
 //! The core events decode into typed payloads, so their member types are enforced by decoding.
-//! The plugin events stay [`EventData::Other`] values, and a few typed payloads keep a member
-//! as a [`Value`] (`compaction/summary.summary`, `compaction/start.turn`): this module checks
-//! the members whose type the spec gives, and only those, for the versions whose vocabulary is
-//! the released one (V2 and V3). Each kind of check is its own [`Rule`]; the text is dsh's
-//! payload wording, `format v{n} {type} at seq {seq} data.{member}: ...` (spec relations.md,
-//! "Payload types").
+//! The plugin events stay [`EventData::Other`] values, and `compaction/summary` keeps its
+//! content members as [`Value`]s: this module checks the members whose type the spec gives,
+//! and only those, for the versions whose vocabulary is the released one (V2 and V3). Each kind
+//! of check is its own [`Rule`]; the text is dsh's payload wording, `format v{n} {type} at seq
+//! {seq} data.{member}: ...` (spec relations.md, "Payload types").
 //!
-//! What is typed, and why (a careful reading where the tables are terse):
-//! - content blocks: `compaction/summary.summary` (spec 13.1) and `.rawOutput` (relations.md):
-//!   an array of objects, each with a string `type`;
-//! - non-negative safe integers: the turn, step and retry numbers of `llm/retry` and
-//!   `llm/retry-started`, the owner turn of `compaction/start` and `compaction/end` (or
-//!   `null`), and every member that names a seq (`command/done.sourceEventSeq`,
-//!   `delivery-accepted.throughSeq`, the `messageSeqs` of titles) or a format version;
-//! - strings: the ids, names and providers the relational rules compare (command ids, retry
-//!   providers and policy keys, PTC call ids and names, title texts, delivery session ids);
+//! What is typed:
+//! - content blocks: `compaction/summary.summary` (spec 13.1) and `.rawOutput` (relations.md),
+//!   and the `content` of each message in `agent/inbox/spliced.inserted` ("an array of user
+//!   messages", spec 5.2; 6.1 gives every message an array `content`): an array of objects,
+//!   each with a string `type`;
+//! - non-negative safe integers: the seq a delivery marker covers (`throughSeq`) and the
+//!   inbox positions and counts of `agent/inbox/spliced` (`start`, `removedCount`);
+//! - strings: the texts of `session/title.title`, `feedback/record.text` and
+//!   `command/done.text`;
 //! - booleans: `tool/ptc-dispatch.isError` (V2: `tool/code-dispatch`).
 //!
-//! Members the spec leaves untyped (`llm/retry.retryId`, whose refusal text prints it as JSON,
-//! every `failure`, `arguments`, `source`) are not checked. In a normalized recording
-//! (snapshot mode) a `{{name}}` placeholder string stands in for any typed value.
+//! Members that a relational rule reads (spec 12.2: turn, step and retry numbers, retry and
+//! command ids, providers, policy keys, title `messageSeqs`, PTC ids, compaction owner turns,
+//! `sourceEventSeq`, `sessionId`) are left to [`crate::relations`]: dsh refuses a wrong value
+//! there with its relational text (relations.md prints `{turn}` as JSON for that reason), and
+//! a type check here would pre-empt it. In a normalized recording (snapshot mode) a `{{name}}`
+//! placeholder string stands in for any typed value.
 
 use serde_json::Value;
 
@@ -39,10 +41,8 @@ enum Kind {
     Content,
     /// A non-negative safe integer.
     Integer,
-    /// A non-negative safe integer or `null`.
-    IntegerOrNull,
-    /// An array of non-negative safe integers.
-    Integers,
+    /// An array of messages, each with content blocks.
+    Messages,
     String,
     Boolean,
 }
@@ -60,63 +60,29 @@ use Presence::{Optional as O, Required as R};
 type Members = &'static [(&'static str, Presence, Kind)];
 
 const COMPACTION_SUMMARY: Members = &[("summary", R, K::Content), ("rawOutput", O, K::Content)];
-const COMPACTION_OWNER: Members = &[("turn", R, K::IntegerOrNull)];
-const LLM_RETRY: Members = &[
-    ("turn", R, K::Integer),
-    ("step", R, K::Integer),
-    ("retry", R, K::Integer),
-    ("provider", R, K::String),
-    ("policyKey", R, K::String),
+const INBOX_SPLICED: Members = &[
+    ("inserted", R, K::Messages),
+    ("start", R, K::Integer),
+    ("removedCount", O, K::Integer),
 ];
-const LLM_RETRY_STARTED: Members = &[
-    ("turn", R, K::Integer),
-    ("step", R, K::Integer),
-    ("retry", R, K::Integer),
-];
-const COMMAND_RUN: Members = &[("commandId", R, K::String), ("name", R, K::String)];
-const COMMAND_DONE: Members = &[
-    ("commandId", R, K::String),
-    ("kind", R, K::String),
-    ("sourceEventSeq", O, K::Integer),
-];
-const DELIVERY_ACCEPTED: Members = &[
-    ("sessionId", R, K::String),
-    ("throughSeq", R, K::Integer),
-    ("sessionFormatVersion", O, K::Integer),
-];
-const SESSION_TITLE: Members = &[("title", R, K::String), ("messageSeqs", R, K::Integers)];
-const TITLE_REQUEST: Members = &[("messageSeqs", R, K::Integers)];
-const DISPATCH_START: Members = &[
-    ("rootCallId", R, K::String),
-    ("parentCallId", R, K::String),
-    ("subCallId", R, K::String),
-    ("name", R, K::String),
-];
-const DISPATCH: Members = &[
-    ("rootCallId", R, K::String),
-    ("parentCallId", R, K::String),
-    ("subCallId", R, K::String),
-    ("name", R, K::String),
-    ("isError", R, K::Boolean),
-];
+const DELIVERY_ACCEPTED: Members = &[("throughSeq", R, K::Integer)];
+const SESSION_TITLE: Members = &[("title", R, K::String)];
+const TEXT: Members = &[("text", R, K::String)];
+const OPTIONAL_TEXT: Members = &[("text", O, K::String)];
+const DISPATCH: Members = &[("isError", R, K::Boolean)];
 
 /// The typed members of `kind`, if it has any.
 fn members_of(kind: &EventType, version: FormatVersion) -> Members {
     use EventType as T;
     match kind {
         T::CompactionSummary => COMPACTION_SUMMARY,
-        T::CompactionStart | T::CompactionEnd => COMPACTION_OWNER,
-        T::LlmRetry => LLM_RETRY,
-        T::LlmRetryStarted => LLM_RETRY_STARTED,
-        T::CommandRun => COMMAND_RUN,
-        T::CommandDone => COMMAND_DONE,
+        T::AgentInboxSpliced => INBOX_SPLICED,
         T::DeliveryAccepted => DELIVERY_ACCEPTED,
         T::SessionTitle => SESSION_TITLE,
-        T::SessionTitleLlmRequest => TITLE_REQUEST,
-        T::ToolPtcDispatchStart => DISPATCH_START,
+        T::FeedbackRecord => TEXT,
+        T::CommandDone => OPTIONAL_TEXT,
         T::ToolPtcDispatch => DISPATCH,
-        // V3 keeps an ignorable retired `tool/code-dispatch*` opaquely (spec 11 rule 8).
-        T::ToolCodeDispatchStart if version < FormatVersion::V3 => DISPATCH_START,
+        // V3 keeps an ignorable retired `tool/code-dispatch` opaquely (spec 11 rule 8).
         T::ToolCodeDispatch if version < FormatVersion::V3 => DISPATCH,
         _ => &[],
     }
@@ -159,8 +125,6 @@ fn member<'a>(data: &'a EventData, name: &str) -> Option<&'a Value> {
             "rawOutput" => d.raw_output.as_ref(),
             _ => None,
         },
-        EventData::CompactionStart(d) if name == "turn" => Some(&d.turn),
-        EventData::CompactionEnd(d) if name == "turn" => Some(&d.turn),
         _ => None,
     }
 }
@@ -180,33 +144,32 @@ fn type_fault(value: &Value, kind: Kind, snapshot: bool) -> Option<&'static str>
             _ => Some("content must be an array"),
         },
         Kind::Integer => (!is_count(value)).then_some("must be a non-negative safe integer"),
-        Kind::IntegerOrNull => (!value.is_null() && !is_count(value))
-            .then_some("must be a non-negative safe integer or null"),
-        Kind::Integers => match value {
-            Value::Array(items) if items.iter().all(is_count) => None,
-            _ => Some("must be an array of non-negative safe integers"),
+        Kind::Messages => match value {
+            Value::Array(messages) => {
+                let blocks = |m: &Value| {
+                    let content = m.get("content").unwrap_or(&Value::Null);
+                    type_fault(content, Kind::Content, snapshot).is_none()
+                };
+                (!messages.iter().all(blocks))
+                    .then_some("requires messages whose content is an array of content blocks")
+            }
+            _ => Some("must be an array of messages"),
         },
         Kind::String => (!value.is_string()).then_some("must be a string"),
         Kind::Boolean => (!value.is_boolean()).then_some("must be a boolean"),
     }
 }
 
-/// A non-negative safe integer, as JavaScript's `Number.isSafeInteger` sees one (`2.0` is 2).
+/// A non-negative safe integer written as an integer, as every typed count of the codec reads
+/// one (`2.0` is refused there too).
 fn is_count(value: &Value) -> bool {
-    let Value::Number(n) = value else {
-        return false;
-    };
-    if let Some(n) = n.as_u64() {
-        return n <= SAFE_INTEGER_MAX;
-    }
-    n.as_f64()
-        .is_some_and(|f| f >= 0.0 && f.fract() == 0.0 && f <= SAFE_INTEGER_MAX as f64)
+    value.as_u64().is_some_and(|n| n <= SAFE_INTEGER_MAX)
 }
 
 fn violation(event: &Event, ctx: RuleContext, name: &str, kind: Kind, what: &str) -> Violation {
     let rule = match kind {
-        Kind::Content => Rule::ContentMember,
-        Kind::Integer | Kind::IntegerOrNull | Kind::Integers => Rule::IntegerMember,
+        Kind::Content | Kind::Messages => Rule::ContentMember,
+        Kind::Integer => Rule::IntegerMember,
         Kind::String => Rule::StringMember,
         Kind::Boolean => Rule::BooleanMember,
     };
@@ -306,70 +269,65 @@ mod tests {
         );
     }
 
-    // Goal: turn, step and retry numbers, owner turns and seq members are safe integers.
-    // Method: per member, an accepted value (an integral float too, as JavaScript reads it) and
-    // a refused one.
+    // Goal: the content of inbox-spliced messages is content blocks, like every message's.
+    // Method: an accepted splice, a message with string content, and `inserted` not an array.
+    #[test]
+    fn inbox_messages_content() {
+        let message = json!({"id": "m", "role": "user", "content": [{"type": "text", "text": "x"}],
+            "source": {"kind": "user"}});
+        let splice = json!({"target": "next-turn", "start": 2, "inserted": [message]});
+        assert_eq!(check("agent/inbox/spliced", splice.clone()), Ok(()));
+        let mut bad = splice.clone();
+        bad["inserted"][0]["content"] = json!("x");
+        refused(
+            "agent/inbox/spliced",
+            bad,
+            Rule::ContentMember,
+            "format v3 agent/inbox/spliced at seq 7 data.inserted: requires messages whose \
+             content is an array of content blocks",
+        );
+        let mut bad = splice;
+        bad["inserted"] = json!({});
+        refused(
+            "agent/inbox/spliced",
+            bad,
+            Rule::ContentMember,
+            "format v3 agent/inbox/spliced at seq 7 data.inserted: must be an array of messages",
+        );
+    }
+
+    // Goal: seqs, positions and counts that no relational rule reads are safe integers.
+    // Method: per member, an accepted value and a refused one (a string, a negative number, an
+    // integral float, an unsafe integer, absence).
     #[test]
     fn integer_members() {
-        let retry = json!({"retryId": 1, "turn": 1, "step": 2, "provider": "p", "mode": "m",
-            "policyKey": "k", "retry": 1, "delayMs": 5, "failure": {}});
-        assert_eq!(check("llm/retry", retry.clone()), Ok(()));
-        let mut float = retry.clone();
-        float["step"] = json!(2.0);
-        assert_eq!(check("llm/retry", float), Ok(()));
-        let mut bad = retry.clone();
-        bad["retry"] = json!("1");
-        refused(
-            "llm/retry",
-            bad,
-            Rule::IntegerMember,
-            "format v3 llm/retry at seq 7 data.retry: must be a non-negative safe integer",
-        );
-        let started = json!({"retryId": "r", "turn": 1, "step": 1, "retry": 1});
-        assert_eq!(check("llm/retry-started", started.clone()), Ok(()));
-        let mut bad = started;
-        bad["turn"] = json!(-1);
-        refused(
-            "llm/retry-started",
-            bad,
-            Rule::IntegerMember,
-            "format v3 llm/retry-started at seq 7 data.turn: must be a non-negative safe integer",
-        );
-        let start = json!({"compactionId": "c", "turn": null});
-        assert_eq!(check("compaction/start", start), Ok(()));
-        refused(
-            "compaction/end",
-            json!({"compactionId": "c", "turn": "1"}),
-            Rule::IntegerMember,
-            "format v3 compaction/end at seq 7 data.turn: must be a non-negative safe integer or \
-             null",
-        );
-        let done = json!({"commandId": "c", "kind": "success", "sourceEventSeq": 3});
-        assert_eq!(check("command/done", done), Ok(()));
-        refused(
-            "command/done",
-            json!({"commandId": "c", "kind": "success", "sourceEventSeq": 9007199254740992u64}),
-            Rule::IntegerMember,
-            "format v3 command/done at seq 7 data.sourceEventSeq: must be a non-negative safe \
-             integer",
-        );
-        let title = json!({"title": "t", "messageSeqs": [1, 2], "source": {"kind": "user"}});
-        assert_eq!(check("session/title", title), Ok(()));
-        refused(
-            "session/title-llm-request",
-            json!({"titleProvider": "p", "messageSeqs": [1, "2"], "route": {}, "system": "s",
-                "messages": [], "maxTokens": 5}),
-            Rule::IntegerMember,
-            "format v3 session/title-llm-request at seq 7 data.messageSeqs: must be an array of \
-             non-negative safe integers",
-        );
+        let splice = json!({"target": "next-turn", "start": 2, "inserted": [], "removedCount": 1});
+        assert_eq!(check("agent/inbox/spliced", splice.clone()), Ok(()));
+        for (member, value) in [("start", json!(-1)), ("removedCount", json!(1.0))] {
+            let mut bad = splice.clone();
+            bad[member] = value;
+            refused(
+                "agent/inbox/spliced",
+                bad,
+                Rule::IntegerMember,
+                &format!(
+                    "format v3 agent/inbox/spliced at seq 7 data.{member}: must be a \
+                     non-negative safe integer"
+                ),
+            );
+        }
+        let kind = "session-log-deepseek/delivery-accepted";
         let delivery = json!({"sessionId": "s", "throughSeq": 6, "sessionFormatVersion": 3});
-        assert_eq!(
-            check("session-log-deepseek/delivery-accepted", delivery),
-            Ok(())
+        assert_eq!(check(kind, delivery), Ok(()));
+        refused(
+            kind,
+            json!({"sessionId": "s", "throughSeq": 9007199254740992u64}),
+            Rule::IntegerMember,
+            "format v3 session-log-deepseek/delivery-accepted at seq 7 data.throughSeq: must be \
+             a non-negative safe integer",
         );
         refused(
-            "session-log-deepseek/delivery-accepted",
+            kind,
             json!({"sessionId": "s"}),
             Rule::IntegerMember,
             "format v3 session-log-deepseek/delivery-accepted at seq 7 data.throughSeq: is \
@@ -377,34 +335,32 @@ mod tests {
         );
     }
 
-    // Goal: ids, names and providers that the relational rules compare are strings.
-    // Method: per event family, an accepted payload and one member of another type.
+    // Goal: the texts of titles, feedback and command results are strings.
+    // Method: accepted payloads, then one text of another type per event type.
     #[test]
     fn string_members() {
-        let run = json!({"commandId": "c1", "name": "compact", "source": {"kind": "user"}});
-        assert_eq!(check("command/run", run), Ok(()));
-        refused(
-            "command/run",
-            json!({"commandId": 1, "name": "compact", "source": {}}),
-            Rule::StringMember,
-            "format v3 command/run at seq 7 data.commandId: must be a string",
-        );
+        let title = json!({"title": "t", "messageSeqs": [], "source": {"kind": "user"}});
+        assert_eq!(check("session/title", title), Ok(()));
         refused(
             "session/title",
-            json!({"title": ["t"], "messageSeqs": [], "source": {}}),
+            json!({"title": ["t"], "messageSeqs": [], "source": {"kind": "user"}}),
             Rule::StringMember,
             "format v3 session/title at seq 7 data.title: must be a string",
         );
-        let start = json!({"rootCallId": "a", "parentCallId": "a", "subCallId": "b",
-            "name": "n", "arguments": {"x": 1}});
-        assert_eq!(check("tool/ptc-dispatch-start", start.clone()), Ok(()));
-        let mut bad = start;
-        bad["subCallId"] = Value::Null;
+        assert_eq!(check("feedback/record", json!({"text": "good"})), Ok(()));
         refused(
-            "tool/ptc-dispatch-start",
-            bad,
+            "feedback/record",
+            json!({"text": 5}),
             Rule::StringMember,
-            "format v3 tool/ptc-dispatch-start at seq 7 data.subCallId: must be a string",
+            "format v3 feedback/record at seq 7 data.text: must be a string",
+        );
+        let done = json!({"commandId": "c", "kind": "error"});
+        assert_eq!(check("command/done", done), Ok(()));
+        refused(
+            "command/done",
+            json!({"commandId": "c", "kind": "error", "text": null}),
+            Rule::StringMember,
+            "format v3 command/done at seq 7 data.text: must be a string",
         );
     }
 
