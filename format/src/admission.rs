@@ -1,13 +1,15 @@
-//! Stateful admission: the surface transition plus the V3 system-head and step rules
-//! (spec 7.2, 11 restoration rules 1 to 7).
+//! Stateful admission: the surface transition, the V3 system-head and step rules (spec 7.2,
+//! 11 restoration rules 1 to 7) and the relationship validator of V2 and V3 logs (spec 12.2,
+//! [`crate::relations`]).
 //!
 //! [`Admission::check`] plans without changing anything; [`Admission::commit`] applies the
 //! plan. A rejected event therefore leaves the state exactly as it was.
 
 use crate::error::{Rule, Violation};
 use crate::event::{Event, EventData, EventType, SurfaceOp};
+use crate::relations::{self, Extensions, Identity, Relations};
 use crate::rules::{check_event, is_opaque_unknown, RuleContext};
-use crate::surface::{NodeKind, Plan, Surface, Undo};
+use crate::surface::{NodeKind, Plan, Surface, Undo as SurfaceUndo};
 use crate::version::FormatVersion;
 
 /// The admission state of one log.
@@ -15,6 +17,7 @@ use crate::version::FormatVersion;
 pub struct Admission {
     ctx: RuleContext,
     surface: Surface,
+    relations: Relations,
     open_step: Option<(u64, u64)>,
     /// Seq of the protected system head, once one exists.
     head: Option<u64>,
@@ -42,6 +45,22 @@ pub struct AdmissionState {
 pub struct Admitted {
     plan: Plan,
     becomes_head: bool,
+    /// An unknown ignorable event, kept opaquely: no rule reads it.
+    opaque: bool,
+}
+
+/// How to revert one commit, for [`Admission::rollback`].
+#[derive(Debug)]
+pub struct Undo {
+    surface: SurfaceUndo,
+    relations: relations::Undo,
+}
+
+impl Undo {
+    /// The surface part: what the event added and shadowed.
+    pub fn surface(&self) -> &SurfaceUndo {
+        &self.surface
+    }
 }
 
 impl Admission {
@@ -50,6 +69,7 @@ impl Admission {
         Admission {
             ctx,
             surface: Surface::default(),
+            relations: Relations::new(ctx),
             open_step: None,
             head: None,
             saw_surface: false,
@@ -65,6 +85,34 @@ impl Admission {
     /// The seq the next event must carry.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// The relationship validator's state.
+    pub fn relations(&self) -> &Relations {
+        &self.relations
+    }
+
+    /// Sets the relationship extensions (the V1 -> V2 edge's legacy restart); only before the
+    /// first event.
+    pub fn set_extensions(&mut self, ext: Extensions) {
+        assert_eq!(
+            self.next_seq, 0,
+            "extensions are set before the first event"
+        );
+        self.relations.set_extensions(ext);
+    }
+
+    /// Tells the delivery-marker rule the log's header.
+    pub fn set_identity(&mut self, identity: Identity) {
+        self.relations.set_identity(identity);
+    }
+
+    /// The faults that only the end of a complete log decides (spec 12.2: a compaction
+    /// crossing no end-seed proved stale, a foreign delivery marker outside the inherited
+    /// prefix), with the seq at fault. A store's log never ends, so only readers of a whole
+    /// log call it.
+    pub fn finish(&self) -> Result<(), (u64, Violation)> {
+        self.relations.finish()
     }
 
     /// The rule context this admission applies.
@@ -89,6 +137,7 @@ impl Admission {
         ctx: RuleContext,
         surface: Surface,
         state: AdmissionState,
+        relations: Relations,
     ) -> Result<Admission, Violation> {
         let inconsistent = |m: String| Err(Violation::new(Rule::Surface, m));
         if let Some(head) = state.head {
@@ -122,6 +171,7 @@ impl Admission {
         Ok(Admission {
             ctx,
             surface,
+            relations,
             open_step,
             head,
             saw_surface,
@@ -141,10 +191,11 @@ impl Admission {
             ));
         }
         check_event(event, self.ctx)?;
-        if is_opaque_unknown(event, self.ctx) {
+        if is_opaque_unknown(event, self.ctx) || self.is_obsolete_dispatch(event) {
             return Ok(Admitted {
                 plan: Plan::Keep,
                 becomes_head: false,
+                opaque: true,
             });
         }
         let plan = self.surface.plan(event)?;
@@ -152,7 +203,22 @@ impl Admission {
         if self.ctx.version == FormatVersion::V3 {
             becomes_head = self.check_head_rules(event, &plan)?;
         }
-        Ok(Admitted { plan, becomes_head })
+        self.relations.check(event, &self.surface)?;
+        Ok(Admitted {
+            plan,
+            becomes_head,
+            opaque: false,
+        })
+    }
+
+    /// An ignorable `tool/code-dispatch*` in a V3 log: obsolete, opaque to the relationship
+    /// rules (spec 11 restoration rule 8); a required one never gets here (row admission).
+    fn is_obsolete_dispatch(&self, event: &Event) -> bool {
+        self.ctx.version == FormatVersion::V3
+            && matches!(
+                event.kind,
+                EventType::ToolCodeDispatch | EventType::ToolCodeDispatchStart
+            )
     }
 
     /// Applies a checked event.
@@ -167,14 +233,15 @@ impl Admission {
         if admitted.becomes_head {
             self.head = Some(event.seq);
         }
-        let undo = self.surface.apply(admitted.plan);
+        let relations = self.relations.commit(event, admitted.opaque);
+        let surface = self.surface.apply(admitted.plan);
         match &event.data {
             EventData::StepStart(step) => self.open_step = Some((step.turn, step.step)),
             EventData::StepEnd(_) | EventData::TurnEnd(_) => self.open_step = None,
             _ => {}
         }
         self.next_seq += 1;
-        undo
+        Undo { surface, relations }
     }
 
     /// Checks and commits `event`.
@@ -209,7 +276,8 @@ impl Admission {
             "one undo per commit since the state was saved"
         );
         for undo in undos.into_iter().rev() {
-            self.surface.undo(undo);
+            self.surface.undo(undo.surface);
+            self.relations.undo(undo.relations);
         }
         self.open_step = saved.open_step;
         self.head = saved.head;

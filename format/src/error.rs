@@ -49,9 +49,95 @@ pub enum Rule {
     Frame,
     /// An event that needs a message projection the fold lacks (spec 6.4, 7.2 step 3).
     Projection,
+    // The relationship rules (spec 12.2; texts in `spec/relations.md`).
+    /// `turn/start` while a turn is open, or with the wrong number (spec 12.2 turns 1).
+    TurnStart,
+    /// `turn/end` of a turn that is not the open one (spec 12.2 turns 2).
+    TurnEndUnmatched,
+    /// `turn/end` while a step is open (spec 12.2 turns 2).
+    TurnEndOpenStep,
+    /// `turn/end` or `step/end` with an advertised or started call unresolved.
+    UnresolvedToolCall,
+    /// `step/start` outside the open turn, inside an open step, or with the wrong number.
+    StepStart,
+    /// A step event outside the open step (spec 12.2 turns 6).
+    OpenStep,
+    /// `request/header`, `request/context` or a PTC dispatch outside an open turn.
+    OpenTurn,
+    /// `turn/start` or `turn/end` inside an open compaction not proven stale.
+    CompactionCrossing,
+    /// A `tool-call` block repeats an advertised call id.
+    ToolCallRepeated,
+    /// `tool/call` with no advertised call of that id, name and arguments.
+    ToolCallUnmatched,
+    /// An appended `tool/result` for a call with no lifecycle.
+    ToolResultUnmatched,
+    /// A result for a call that never started, other than the exact repair.
+    ToolResultNotStarted,
+    /// A `tool/result` replace outside any turn.
+    ToolResultReplaceOutsideTurn,
+    /// `llm/retry` not at the open step or the last closed one.
+    RetryStep,
+    /// `llm/retry` provider differs from the open `request/header`'s.
+    RetryProvider,
+    /// `llm/retry` number not the next one of its chain.
+    RetryNumber,
+    /// `retryId` changes within one policy chain.
+    RetryIdChanged,
+    /// One `retryId` used by two policy chains.
+    RetryIdReused,
+    /// `llm/retry-started` with no earlier scheduled attempt.
+    RetryStartedUnpaired,
+    /// `llm/retry-started` at another turn or step than scheduled.
+    RetryStartedStep,
+    /// `llm/retry-started` a second time for one attempt.
+    RetryStartedRepeated,
+    /// `session/title.messageSeqs` empty for a non-user title, or not for a user title.
+    TitleUserSeqs,
+    /// `messageSeqs` naming anything but earlier human `user/message` events.
+    TitleSources,
+    /// `session/title-llm-request.messages` not the one title message.
+    TitleRequestMessages,
+    /// `command/run` repeats a `commandId`.
+    CommandRepeated,
+    /// `command/done` with no earlier run.
+    CommandDoneUnmatched,
+    /// `command/done.sourceEventSeq` without success, or naming a `command/*` event.
+    CommandSourceSeq,
+    /// A PTC dispatch changes the `rootCallId` of its `subCallId`.
+    PtcRootChanged,
+    /// A PTC `parentCallId` that is neither the root nor a child of it.
+    PtcParent,
+    /// A second PTC dispatch start for one `subCallId`.
+    PtcStartRepeated,
+    /// A PTC settle with no unsettled start.
+    PtcSettleUnmatched,
+    /// A PTC settle whose root, parent, name or arguments differ from its start.
+    PtcSettleMismatch,
+    /// A current-generation delivery marker naming another session outside an inherited prefix.
+    DeliverySession,
+    /// `compaction/start` while one is open.
+    CompactionOverlap,
+    /// A compaction's owner turn is neither the open turn nor `null` outside turns.
+    CompactionTurn,
+    /// A compaction event or checkpoint with no open compaction of its id.
+    CompactionUnmatched,
+    /// A second `compaction/summary` in one transaction.
+    CompactionSummaryRepeated,
+    /// `shadowedSeqs` not an exact current surface span.
+    CompactionSpan,
+    /// `compaction/end` with another owner turn.
+    CompactionOwnerChanged,
+    /// A successful `compaction/end` without a summary.
+    CompactionSummaryMissing,
 }
 
 impl Rule {
+    /// Whether the rule is one of the relationship validator's (spec 12.2).
+    pub fn is_relational(self) -> bool {
+        RELATIONAL_RULES.contains(&self)
+    }
+
     /// The rule's stable name.
     pub fn name(self) -> &'static str {
         match self {
@@ -76,9 +162,93 @@ impl Rule {
             Rule::TornTail => "torn-tail",
             Rule::Frame => "frame",
             Rule::Projection => "projection",
+            Rule::TurnStart => "turn-start",
+            Rule::TurnEndUnmatched => "turn-end-unmatched",
+            Rule::TurnEndOpenStep => "turn-end-open-step",
+            Rule::UnresolvedToolCall => "unresolved-tool-call",
+            Rule::StepStart => "step-start",
+            Rule::OpenStep => "open-step",
+            Rule::OpenTurn => "open-turn",
+            Rule::CompactionCrossing => "compaction-crossing",
+            Rule::ToolCallRepeated => "tool-call-repeated",
+            Rule::ToolCallUnmatched => "tool-call-unmatched",
+            Rule::ToolResultUnmatched => "tool-result-unmatched",
+            Rule::ToolResultNotStarted => "tool-result-not-started",
+            Rule::ToolResultReplaceOutsideTurn => "tool-result-replace-outside-turn",
+            Rule::RetryStep => "retry-step",
+            Rule::RetryProvider => "retry-provider",
+            Rule::RetryNumber => "retry-number",
+            Rule::RetryIdChanged => "retry-id-changed",
+            Rule::RetryIdReused => "retry-id-reused",
+            Rule::RetryStartedUnpaired => "retry-started-unpaired",
+            Rule::RetryStartedStep => "retry-started-step",
+            Rule::RetryStartedRepeated => "retry-started-repeated",
+            Rule::TitleUserSeqs => "title-user-seqs",
+            Rule::TitleSources => "title-sources",
+            Rule::TitleRequestMessages => "title-request-messages",
+            Rule::CommandRepeated => "command-repeated",
+            Rule::CommandDoneUnmatched => "command-done-unmatched",
+            Rule::CommandSourceSeq => "command-source-seq",
+            Rule::PtcRootChanged => "ptc-root-changed",
+            Rule::PtcParent => "ptc-parent",
+            Rule::PtcStartRepeated => "ptc-start-repeated",
+            Rule::PtcSettleUnmatched => "ptc-settle-unmatched",
+            Rule::PtcSettleMismatch => "ptc-settle-mismatch",
+            Rule::DeliverySession => "delivery-session",
+            Rule::CompactionOverlap => "compaction-overlap",
+            Rule::CompactionTurn => "compaction-turn",
+            Rule::CompactionUnmatched => "compaction-unmatched",
+            Rule::CompactionSummaryRepeated => "compaction-summary-repeated",
+            Rule::CompactionSpan => "compaction-span",
+            Rule::CompactionOwnerChanged => "compaction-owner-changed",
+            Rule::CompactionSummaryMissing => "compaction-summary-missing",
         }
     }
 }
+
+/// Every relationship rule, in the order of `spec/relations.md`.
+pub const RELATIONAL_RULES: &[Rule] = &[
+    Rule::TurnStart,
+    Rule::TurnEndUnmatched,
+    Rule::TurnEndOpenStep,
+    Rule::UnresolvedToolCall,
+    Rule::StepStart,
+    Rule::OpenStep,
+    Rule::OpenTurn,
+    Rule::CompactionCrossing,
+    Rule::ToolCallRepeated,
+    Rule::ToolCallUnmatched,
+    Rule::ToolResultUnmatched,
+    Rule::ToolResultNotStarted,
+    Rule::ToolResultReplaceOutsideTurn,
+    Rule::RetryStep,
+    Rule::RetryProvider,
+    Rule::RetryNumber,
+    Rule::RetryIdChanged,
+    Rule::RetryIdReused,
+    Rule::RetryStartedUnpaired,
+    Rule::RetryStartedStep,
+    Rule::RetryStartedRepeated,
+    Rule::TitleUserSeqs,
+    Rule::TitleSources,
+    Rule::TitleRequestMessages,
+    Rule::CommandRepeated,
+    Rule::CommandDoneUnmatched,
+    Rule::CommandSourceSeq,
+    Rule::PtcRootChanged,
+    Rule::PtcParent,
+    Rule::PtcStartRepeated,
+    Rule::PtcSettleUnmatched,
+    Rule::PtcSettleMismatch,
+    Rule::DeliverySession,
+    Rule::CompactionOverlap,
+    Rule::CompactionTurn,
+    Rule::CompactionUnmatched,
+    Rule::CompactionSummaryRepeated,
+    Rule::CompactionSpan,
+    Rule::CompactionOwnerChanged,
+    Rule::CompactionSummaryMissing,
+];
 
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

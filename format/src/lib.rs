@@ -44,6 +44,7 @@ pub mod message;
 pub mod payload;
 pub mod reader;
 pub mod record;
+pub mod relations;
 pub mod row;
 pub mod rules;
 pub mod seq_map;

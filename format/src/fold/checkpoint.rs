@@ -15,13 +15,16 @@ use crate::admission::{Admission, AdmissionState};
 use crate::event::{Event, EventType};
 use crate::message::Message;
 use crate::payload::{EpochHeader, RequestContextData};
+use crate::relations::{Relations, RelationsCheckpoint};
 use crate::rules::RuleContext;
 use crate::surface::{node_kind, Node, Surface};
 
 use super::{FoldOptions, Projections, SessionFold};
 
 /// The version of [`FoldCheckpoint`]; bumped whenever its shape or meaning changes.
-pub const FOLD_CHECKPOINT_VERSION: u32 = 1;
+///
+/// Version 2 added [`FoldCheckpoint::relations`], the relationship validator's state.
+pub const FOLD_CHECKPOINT_VERSION: u32 = 2;
 
 /// Everything needed to resume a fold without replaying the log, live events aside.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +51,8 @@ pub struct FoldCheckpoint {
     /// The canonical request header.
     pub header: Option<EpochHeader>,
     pub context: Option<RequestContextData>,
+    /// The relationship validator's state (spec 12.2).
+    pub relations: RelationsCheckpoint,
 }
 
 /// The open step.
@@ -136,6 +141,7 @@ impl SessionFold {
             projected,
             header: self.header.as_deref().cloned(),
             context: self.context.as_deref().cloned(),
+            relations: self.admission.relations().checkpoint(),
         }
     }
 
@@ -182,7 +188,10 @@ impl SessionFold {
             saw_surface: checkpoint.saw_surface,
             next_seq: checkpoint.next_seq,
         };
-        let admission = Admission::from_parts(options.ctx, surface, state)
+        let relations =
+            Relations::from_checkpoint(options.ctx, checkpoint.relations, checkpoint.next_seq)
+                .map_err(inconsistent)?;
+        let admission = Admission::from_parts(options.ctx, surface, state, relations)
             .map_err(|v| inconsistent(v.message))?;
         if checkpoint.content_generation < checkpoint.replace_generation {
             return Err(inconsistent(

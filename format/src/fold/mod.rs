@@ -25,7 +25,7 @@ use crate::seq_map::SeqMap;
 use std::mem;
 use std::sync::Arc;
 
-use crate::admission::{Admission, Admitted};
+use crate::admission::{Admission, Admitted, Undo as AdmissionUndo};
 use crate::error::Violation;
 use crate::event::{Event, EventData};
 use crate::message::Message;
@@ -78,7 +78,7 @@ pub struct Checked {
 /// How to revert one applied event; reverted in reverse order of application.
 #[derive(Debug)]
 struct FoldUndo {
-    surface: SurfaceUndo,
+    admission: AdmissionUndo,
     /// The node the event added to the surface, by append or replace.
     added: Option<u64>,
     /// The events and projected messages of the nodes the event shadowed.
@@ -153,10 +153,10 @@ impl SessionFold {
             match self.check(event) {
                 Ok(checked) => undos.push(self.apply_logged(Arc::clone(event), checked)),
                 Err(violation) => {
-                    let surface_undos = undos.into_iter().rev().map(|u| self.revert(u));
-                    let mut surface_undos: Vec<SurfaceUndo> = surface_undos.collect();
-                    surface_undos.reverse();
-                    self.admission.rollback(saved, surface_undos);
+                    let admission_undos = undos.into_iter().rev().map(|u| self.revert(u));
+                    let mut admission_undos: Vec<AdmissionUndo> = admission_undos.collect();
+                    admission_undos.reverse();
+                    self.admission.rollback(saved, admission_undos);
                     debug_assert_eq!(self.live.len(), self.admission.surface().len());
                     return Err((event_idx, violation));
                 }
@@ -231,7 +231,8 @@ impl SessionFold {
             "apply follows check of the same event"
         );
         let content_generation = self.content_generation;
-        let surface = self.admission.commit(&event, checked.admitted);
+        let admission = self.admission.commit(&event, checked.admitted);
+        let surface = admission.surface();
         let mut shadowed = Vec::with_capacity(surface.shadowed().len());
         for node in surface.shadowed() {
             let shadowed_event = self
@@ -259,7 +260,7 @@ impl SessionFold {
         let request = self.fold_request(&event.data);
         debug_assert_eq!(self.live.len(), self.admission.surface().len());
         FoldUndo {
-            surface,
+            admission,
             added,
             shadowed,
             overwritten,
@@ -297,9 +298,9 @@ impl SessionFold {
         }
     }
 
-    /// Reverts everything but the admission of one applied event; returns its surface undo
+    /// Reverts everything but the admission of one applied event; returns its admission undo
     /// for [`Admission::rollback`].
-    fn revert(&mut self, undo: FoldUndo) -> SurfaceUndo {
+    fn revert(&mut self, undo: FoldUndo) -> AdmissionUndo {
         for (seq, previous) in undo.overwritten.into_iter().rev() {
             match previous {
                 Some(message) => self.projected.insert(seq, message),
@@ -321,7 +322,7 @@ impl SessionFold {
             Replaced::Context(context) => self.context = context,
         }
         self.content_generation = undo.content_generation;
-        undo.surface
+        undo.admission
     }
 }
 
@@ -339,12 +340,18 @@ impl PartialEq for SessionFold {
         self.admission.context() == other.admission.context()
             && self.admission.state() == other.admission.state()
             && self.admission.surface() == other.admission.surface()
+            && relations_equal(self.admission.relations(), other.admission.relations())
             && self.content_generation == other.content_generation
             && self.header == other.header
             && self.context == other.context
             && self.projected == other.projected
             && live_equal
     }
+}
+
+/// The relationship states agree; the identity is configuration (the header), not state.
+fn relations_equal(a: &crate::relations::Relations, b: &crate::relations::Relations) -> bool {
+    a.checkpoint() == b.checkpoint()
 }
 
 /// `deriveEventMessage` without projections (spec 7.3): `user/message` data verbatim, the

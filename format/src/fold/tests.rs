@@ -12,8 +12,12 @@ use crate::error::Rule;
 use crate::event::{EventType, SurfaceOp};
 use crate::gen::{GenOptions, Generator};
 use crate::json::Extra;
+use crate::message::ToolCallBlock;
 use crate::message::{AttachmentBlock, ContentBlock, Source, ToolResultBlock};
-use crate::payload::{AssistantMessageData, ImageOffloadData, OffloadTarget, ToolResultData};
+use crate::payload::{
+    AssistantMessageData, ImageOffloadData, OffloadTarget, StepRef, ToolCallData, ToolResultData,
+    TurnStart,
+};
 use crate::version::FormatVersion;
 
 const V3: RuleContext = RuleContext {
@@ -312,12 +316,47 @@ fn marks(fold: &SessionFold, seq: u64) -> Vec<bool> {
     marks
 }
 
-/// A user message `[text, image, image]` at seq 0 and a tool result `[[image, text, image]]`.
+/// The seq of the tool result in [`images_session`], and the seq after the session.
+const T: u64 = 5;
+const N: u64 = 6;
+
+/// A user message `[text, image, image]` at seq 0 and, in turn 1, step 1, a tool result
+/// `[[image, text, image]]` at seq [`T`] for a call advertised and started before it.
 fn images_session() -> (SessionFold, Vec<Arc<Event>>) {
     let mut fold = SessionFold::new(V3);
     let content = vec![ContentBlock::text("look"), image("a"), image("b")];
     let nested = vec![image("c"), ContentBlock::text("between"), image("d")];
-    let events = vec![user(0, content, SurfaceOp::Append), tool_result(1, nested)];
+    let call = ContentBlock::ToolCall(ToolCallBlock {
+        id: "call_1".to_owned(),
+        name: "read".to_owned(),
+        arguments: "{}".to_owned(),
+        extra: Extra::new(),
+    });
+    let started = ToolCallData {
+        turn: 1,
+        step: 1,
+        call_id: "call_1".to_owned(),
+        name: "read".to_owned(),
+        arguments: "{}".to_owned(),
+        extra: Extra::new(),
+    };
+    let step = StepRef {
+        turn: 1,
+        step: 1,
+        extra: Extra::new(),
+    };
+    let turn = TurnStart {
+        turn: 1,
+        extra: Extra::new(),
+    };
+    let events = vec![
+        user(0, content, SurfaceOp::Append),
+        Arc::new(Event::new(1, 0, EventData::TurnStart(Box::new(turn)))),
+        Arc::new(Event::new(2, 0, EventData::StepStart(Box::new(step)))),
+        assistant(3, vec![call]),
+        Arc::new(Event::new(4, 0, EventData::ToolCall(Box::new(started)))),
+        tool_result(T, nested),
+    ];
     fold.admit_batch(&events).unwrap();
     (fold, events)
 }
@@ -346,9 +385,9 @@ fn refuse(fold: &mut SessionFold, event: Arc<Event>, rule: Rule, message: &str) 
 #[test]
 fn image_offload_marks_the_listed_images() {
     let (mut fold, mut events) = images_session();
-    admit(&mut fold, &mut events, offload(2, &[(0, &[1]), (1, &[0])]));
+    admit(&mut fold, &mut events, offload(N, &[(0, &[1]), (T, &[0])]));
     assert_eq!(
-        (marks(&fold, 0), marks(&fold, 1)),
+        (marks(&fold, 0), marks(&fold, T)),
         (vec![false, true], vec![true, false])
     );
     assert_eq!(
@@ -364,13 +403,17 @@ fn image_offload_marks_the_listed_images() {
         vec![false, false],
         "the log is never changed"
     );
-    admit(&mut fold, &mut events, offload(3, &[(0, &[0]), (1, &[1])]));
+    admit(
+        &mut fold,
+        &mut events,
+        offload(N + 1, &[(0, &[0]), (T, &[1])]),
+    );
     assert_eq!(
-        (marks(&fold, 0), marks(&fold, 1)),
+        (marks(&fold, 0), marks(&fold, T)),
         (vec![true, true], vec![true, true])
     );
     assert_eq!(fold.content_generation(), 2);
-    let repeated = offload(4, &[(0, &[1])]);
+    let repeated = offload(N + 2, &[(0, &[1])]);
     let already = "image/offload: image index 1 is already offloaded";
     refuse(&mut fold, repeated, Rule::Surface, already);
     let summary = vec![ContentBlock::text("summary")];
@@ -378,7 +421,7 @@ fn image_offload_marks_the_listed_images() {
         &mut fold,
         &mut events,
         user(
-            4,
+            N + 2,
             summary,
             SurfaceOp::Replace {
                 start_seq: 0,
@@ -393,11 +436,16 @@ fn image_offload_marks_the_listed_images() {
     let projected: Vec<u64> = fold.checkpoint().projected.iter().map(|p| p.seq).collect();
     assert_eq!(
         projected,
-        vec![1],
+        vec![T],
         "the replace dropped the projection of seq 0"
     );
     let stale = "image/offload: target seq 0 is not a current surface node";
-    refuse(&mut fold, offload(5, &[(0, &[0])]), Rule::Surface, stale);
+    refuse(
+        &mut fold,
+        offload(N + 3, &[(0, &[0])]),
+        Rule::Surface,
+        stale,
+    );
 }
 
 fn marks_of_event(event: &Event) -> Vec<bool> {
@@ -414,7 +462,7 @@ fn marks_of_event(event: &Event) -> Vec<bool> {
 #[test]
 fn malformed_offloads_are_refused() {
     let (mut fold, mut events) = images_session();
-    admit(&mut fold, &mut events, assistant(2, vec![image("e")]));
+    admit(&mut fold, &mut events, assistant(N, vec![image("e")]));
     let payload = Rule::Payload;
     let surface = Rule::Surface;
     let cases: [(&[Target], Rule, &str); 7] = [
@@ -437,16 +485,16 @@ fn malformed_offloads_are_refused() {
         (&[(0, &[0]), (0, &[1])], payload, "duplicate target seq 0"),
         (&[(0, &[2])], surface, "image index 2 does not exist"),
         (
-            &[(2, &[0])],
+            &[(N, &[0])],
             surface,
-            "target seq 2 must be user/message or tool/result",
+            "target seq 6 must be user/message or tool/result",
         ),
     ];
     for (targets, rule, message) in cases {
         let text = format!("image/offload: {message}");
-        refuse(&mut fold, offload(3, targets), rule, &text);
+        refuse(&mut fold, offload(N + 1, targets), rule, &text);
     }
-    let mut unknown = Event::clone(&offload(3, &[(0, &[0])]));
+    let mut unknown = Event::clone(&offload(N + 1, &[(0, &[0])]));
     let EventData::ImageOffload(data) = &mut unknown.data else {
         unreachable!("built as an offload")
     };
@@ -518,18 +566,18 @@ fn refused_batch_leaves_the_fold_unchanged() {
     let (mut fold, _) = images_session();
     let before = fold.clone();
     let batch = [
-        offload(2, &[(0, &[0])]),
-        user(3, vec![image("f")], SurfaceOp::Append),
+        offload(N, &[(0, &[0])]),
+        user(N + 1, vec![image("f")], SurfaceOp::Append),
         user(
-            4,
+            N + 2,
             Vec::new(),
             SurfaceOp::Replace {
                 start_seq: 0,
                 end_seq: 0,
             },
         ),
-        offload(5, &[(3, &[0]), (1, &[1])]),
-        offload(6, &[(1, &[1])]),
+        offload(N + 3, &[(N + 1, &[0]), (T, &[1])]),
+        offload(N + 4, &[(T, &[1])]),
     ];
     let (refused_idx, violation) = fold.admit_batch(&batch).unwrap_err();
     assert_eq!((refused_idx, violation.rule), (4, Rule::Surface));
@@ -555,9 +603,9 @@ fn checkpoint_resume_matches_uninterrupted_fold() {
         }
     }
     let (mut fold, mut events) = images_session();
-    admit(&mut fold, &mut events, offload(2, &[(0, &[1]), (1, &[0])]));
+    admit(&mut fold, &mut events, offload(N, &[(0, &[1]), (T, &[0])]));
     let mut resumed = round_trip(&fold, &events);
-    let next = offload(3, &[(0, &[0])]);
+    let next = offload(N + 1, &[(0, &[0])]);
     resumed.admit(Arc::clone(&next)).unwrap();
     admit(&mut fold, &mut events, next);
     assert!(resumed == fold);

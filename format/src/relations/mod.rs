@@ -1,0 +1,327 @@
+//! The relationship validator (spec 12.2, the exact texts of `spec/relations.md`): dsh's frozen
+//! released validator, run incrementally, one event at a time, over V2 and V3 logs.
+//!
+//! [`Relations`] holds the state the released validator keeps while it walks a log: the open
+//! turn and step with the next numbers, the tool lifecycles of the open step, the open
+//! compaction transaction, the retry chains and scheduled attempts, the command ids, the PTC
+//! dispatch starts, and the seqs of human user messages (for titles). [`Relations::check`]
+//! decides without changing anything; [`Relations::commit`] applies a checked event and
+//! returns an [`Undo`], so a batch refused part-way restores the state exactly.
+//!
+//! A V3 log is validated through dsh's *private view* (spec 11, restoration rule 8): a
+//! `system/message` is a user message, `tool/ptc-dispatch*` are the PTC dispatch events, an
+//! ignorable `tool/code-dispatch*` is opaque, and a `TOOL_NOT_STARTED` repair id may carry any
+//! historical seq suffix. The refusal texts name the event's own type.
+//!
+//! The released validator sees the whole log at once; three of its rules look ahead, and this
+//! one decides them as soon as it can (see ARCHITECTURE.md, "Decisions where the spec is
+//! silent"): a `turn/start` or `turn/end` crossing an open compaction is pending until a
+//! `session/end-seed` proves the start stale (or a `compaction/end`, or the end of the log,
+//! proves it is not); a foreign current-generation delivery marker in a forked session is
+//! pending until an inherited end-seed puts it in the inherited prefix; a `command/done`
+//! whose `sourceEventSeq` names a later seq refuses the `command/*` event that later takes it.
+//! Title `messageSeqs` must name earlier events.
+
+mod checkpoint;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde_json::Value;
+
+pub use checkpoint::RelationsCheckpoint;
+
+/// Later-format roles the released validator is run with (dsh's `ReleasedRelationshipExtensions`).
+/// V2 and V3 restores use `assistant/attempt` as a step event and the preserved title request
+/// text; only the V1 -> V2 edge sets `legacy_interrupted_turn_restart`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Extensions {
+    /// Admit the released resume pattern whose next-turn inbox insert omitted the prior
+    /// `turn/end` (spec 12.2, turns 5).
+    pub legacy_interrupted_turn_restart: bool,
+}
+
+/// What the delivery-marker rule needs from the header: the session id, whether it has a
+/// parent, and whether it is seeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub id: String,
+    pub has_parent: bool,
+    pub seeded: bool,
+    /// The header's format version number (`sessionFormatVersion` of a current marker).
+    pub version: u64,
+}
+
+/// The validator's state for one log.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Relations {
+    /// V2 or later: the validator runs; V0 and V1 logs are validated at their V1 -> V2 edge.
+    enabled: bool,
+    /// The V3 private view.
+    v3: bool,
+    /// Normalized recordings: placeholder repair ids are accepted.
+    snapshot: bool,
+    ext: Extensions,
+    identity: Option<Identity>,
+    s: Scalars,
+    /// The provider of the last `request/header`.
+    provider: Option<Box<str>>,
+    /// Tool lifecycles of the open step, in advertisement order (resolved ones are `None`).
+    tools: Vec<Option<Tool>>,
+    tool_idx: HashMap<Box<str>, usize>,
+    compaction: Option<Box<Compaction>>,
+    chains: HashMap<ChainKey, Chain>,
+    retry_ids: HashSet<Box<str>>,
+    scheduled: HashMap<(Box<str>, u64), Scheduled>,
+    commands: HashSet<Box<str>>,
+    /// Seqs of `command/run` and `command/done` events, ascending.
+    command_seqs: Vec<u64>,
+    /// `sourceEventSeq`s of `command/done` events that named a later seq, with the command id.
+    forward_sources: BTreeMap<u64, Box<str>>,
+    ptc: HashMap<Box<str>, Ptc>,
+    /// Seqs of `user/message` events with a `user` source, ascending.
+    human_users: Vec<u64>,
+}
+
+/// The small, copyable part of the state: saved whole in every undo record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Scalars {
+    open_turn: Option<u64>,
+    open_step: Option<u64>,
+    next_turn: u64,
+    next_step: u64,
+    /// The previous event was an `agent/inbox/spliced` inserting into the next turn.
+    prev_next_turn_splice: bool,
+    /// A `turn/start` or `turn/end` that crossed the open compaction, not yet proven stale.
+    crossing: Option<Crossing>,
+    /// The first foreign current-generation delivery marker after the last inherited marker.
+    foreign_delivery: Option<u64>,
+}
+
+impl Default for Scalars {
+    fn default() -> Scalars {
+        Scalars {
+            open_turn: None,
+            open_step: None,
+            next_turn: 1,
+            next_step: 1,
+            prev_next_turn_splice: false,
+            crossing: None,
+            foreign_delivery: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Crossing {
+    seq: u64,
+    turn_end: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tool {
+    call_id: Box<str>,
+    name: Box<str>,
+    arguments: Box<str>,
+    started: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Compaction {
+    id: Box<str>,
+    source_command_id: Option<Box<str>>,
+    /// The owner turn; `None` for a standalone compaction.
+    owner: Option<u64>,
+    start_seq: u64,
+    summarized: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ChainKey {
+    turn: u64,
+    step: u64,
+    provider: Option<Box<str>>,
+    policy_key: Option<Box<str>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Chain {
+    last_retry: u64,
+    retry_id: Box<str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Scheduled {
+    turn: u64,
+    step: u64,
+    started: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Ptc {
+    root: Box<str>,
+    /// The start's parent, name and arguments while it is unsettled.
+    open: Option<Box<PtcOpen>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct PtcOpen {
+    parent: Box<str>,
+    name: Box<str>,
+    arguments: Value,
+}
+
+/// How to revert one committed event.
+#[derive(Debug)]
+pub struct Undo {
+    scalars: Scalars,
+    change: Change,
+    /// A forward command source the event's seq settled.
+    settled: Option<(u64, Box<str>)>,
+}
+
+#[derive(Debug)]
+enum Change {
+    None,
+    Provider(Option<Box<str>>),
+    /// Tools were advertised: the lifecycle list had this length before.
+    Advertised(usize),
+    Started(usize),
+    /// The open step's lifecycles (all resolved) were cleared: the list had this length.
+    Cleared(usize),
+    Resolved(usize, Tool),
+    /// The compaction slot held this before.
+    Compaction(Option<Box<Compaction>>),
+    Summarized,
+    Retry {
+        chain: ChainKey,
+        previous: Option<Chain>,
+        new_id: Option<Box<str>>,
+        scheduled: (Box<str>, u64),
+    },
+    RetryStarted((Box<str>, u64)),
+    CommandRun(Box<str>),
+    CommandDone {
+        forward: Option<u64>,
+    },
+    PtcStart(Box<str>),
+    PtcSettle(Box<str>, Box<PtcOpen>),
+    HumanUser,
+}
+
+impl Relations {
+    /// The validator for a log of `ctx`'s version (disabled before V2).
+    pub fn new(ctx: crate::rules::RuleContext) -> Relations {
+        use crate::version::FormatVersion;
+        Relations {
+            enabled: ctx.version >= FormatVersion::V2,
+            v3: ctx.version == FormatVersion::V3,
+            snapshot: ctx.snapshot,
+            ..Relations::default()
+        }
+    }
+
+    /// Whether the validator runs for this log's version.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Sets the extensions; only before the first event.
+    pub fn set_extensions(&mut self, ext: Extensions) {
+        assert!(self.is_fresh(), "extensions are set before the first event");
+        self.ext = ext;
+    }
+
+    pub fn extensions(&self) -> Extensions {
+        self.ext
+    }
+
+    /// Sets what the delivery-marker rule reads from the header. Without it, that rule is
+    /// not checked (a fold that was never told its header).
+    pub fn set_identity(&mut self, identity: Identity) {
+        self.identity = Some(identity);
+    }
+
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity.as_ref()
+    }
+
+    fn is_fresh(&self) -> bool {
+        self.s == Scalars::default() && self.command_seqs.is_empty() && self.chains.is_empty()
+    }
+
+    /// Reverts one commit; undo records are reverted in reverse order of their commits.
+    pub fn undo(&mut self, undo: Undo) {
+        self.s = undo.scalars;
+        if let Some((seq, id)) = undo.settled {
+            self.forward_sources.insert(seq, id);
+        }
+        match undo.change {
+            Change::None => {}
+            Change::Provider(previous) => self.provider = previous,
+            Change::Advertised(len) => {
+                for tool in self.tools.drain(len..).flatten() {
+                    self.tool_idx.remove(&tool.call_id);
+                }
+            }
+            Change::Cleared(len) => {
+                assert!(self.tools.is_empty(), "cleared lifecycles stay cleared");
+                self.tools.resize(len, None);
+            }
+            Change::Started(idx) => {
+                let tool = self.tools[idx].as_mut().expect("a started tool is live");
+                tool.started = false;
+            }
+            Change::Resolved(idx, tool) => {
+                self.tool_idx.insert(tool.call_id.clone(), idx);
+                self.tools[idx] = Some(tool);
+            }
+            Change::Compaction(previous) => self.compaction = previous,
+            Change::Summarized => {
+                let open = self.compaction.as_mut().expect("a summarized compaction");
+                open.summarized = false;
+            }
+            Change::Retry {
+                chain,
+                previous,
+                new_id,
+                scheduled,
+            } => {
+                match previous {
+                    Some(previous) => self.chains.insert(chain, previous),
+                    None => self.chains.remove(&chain),
+                };
+                if let Some(id) = new_id {
+                    self.retry_ids.remove(&id);
+                }
+                self.scheduled.remove(&scheduled);
+            }
+            Change::RetryStarted(key) => {
+                let scheduled = self.scheduled.get_mut(&key).expect("a started retry");
+                scheduled.started = false;
+            }
+            Change::CommandRun(id) => {
+                self.commands.remove(&id);
+                self.command_seqs.pop();
+            }
+            Change::CommandDone { forward } => {
+                self.command_seqs.pop();
+                if let Some(seq) = forward {
+                    self.forward_sources.remove(&seq);
+                }
+            }
+            Change::PtcStart(sub) => {
+                self.ptc.remove(&sub);
+            }
+            Change::PtcSettle(sub, open) => {
+                let entry = self.ptc.get_mut(&sub).expect("a settled start");
+                entry.open = Some(open);
+            }
+            Change::HumanUser => {
+                self.human_users.pop();
+            }
+        }
+    }
+}
