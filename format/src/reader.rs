@@ -15,6 +15,7 @@ use crate::error::{Fault, ReadError, Rule, Violation};
 use crate::event::{Event, EventType};
 use crate::frame::{is_zstd, FrameCorruption, FrameReader, TornFrame};
 use crate::header::{is_placeholder, SessionHeader};
+use crate::relations::Identity;
 use crate::row::{decode_row, Decoded, RowContext};
 use crate::rules::RuleContext;
 use crate::version::{newer_version_refusal, FormatVersion, FORMAT_VERSION_CURRENT};
@@ -378,8 +379,13 @@ impl<R: Read> LogReader<R> {
 
     fn end_of_input(&mut self) -> Option<Result<Event, ReadError>> {
         self.finished = true;
-        let message = self.torn_frame_message()?;
-        self.torn(message)
+        if let Some(message) = self.torn_frame_message() {
+            return self.torn(message);
+        }
+        // The relationships that only the end of a whole log decides (spec 12.2).
+        let (seq, violation) = self.admission.finish().err()?;
+        let fault = self.fault(Some(seq), violation);
+        Some(Err(ReadError::Fault(fault)))
     }
 
     /// Names the zstd frame that ended early, when the input is compressed and did.
@@ -490,6 +496,7 @@ impl<R: Read> LogReader<R> {
                 version: self.version,
                 snapshot,
             });
+            self.admission.set_identity(Identity::of(&self.header));
         }
         let ctx = RowContext {
             version: self.version,

@@ -11,6 +11,7 @@ use crate::error::Violation;
 use crate::event::Event;
 use crate::frame::FrameWriter;
 use crate::header::SessionHeader;
+use crate::relations::Identity;
 use crate::row::encode_row;
 use crate::rules::RuleContext;
 use crate::version::FormatVersion;
@@ -101,7 +102,11 @@ impl<W: Write> LogWriter<W> {
                 Compression::Zstd => Output::Zstd(FrameWriter::new(out)),
             },
             version,
-            admission: Admission::new(RuleContext { version, snapshot }),
+            admission: {
+                let mut admission = Admission::new(RuleContext { version, snapshot });
+                admission.set_identity(Identity::of(header));
+                admission
+            },
             batch: Vec::new(),
             poisoned: false,
         };

@@ -166,6 +166,39 @@ fn tool_result_row(seq: u64, call: &str, text: &str, op: ModelOp, sources: &[u64
     )
 }
 
+fn assistant_call_row(seq: u64, call: &str) -> String {
+    format!(
+        r#"{{"type":"assistant/message","seq":{seq},"time":0,"data":{{"turn":1,"step":1,"message":{{"id":"assistant-{seq}","role":"assistant","content":[{{"type":"tool-call","id":"{call}","name":"read","arguments":"{{}}"}}],"source":{{"kind":"model","provider":"p","model":"m"}}}},"stream":[]}},"surfaceOp":"append"}}"#
+    )
+}
+
+fn tool_call_row(seq: u64, call: &str) -> String {
+    format!(
+        r#"{{"type":"tool/call","seq":{seq},"time":0,"data":{{"turn":1,"step":1,"callId":"{call}","name":"read","arguments":"{{}}"}}}}"#
+    )
+}
+
+/// The rows an operation appends from the model's next seq with the surface op each carries,
+/// and whether the rules must refuse the last; `None` when the operation does not apply.
+fn rows_for(op: Op, model: &mut Model) -> Option<(Vec<(String, ModelOp)>, bool)> {
+    let seq = model.ops.len() as u64;
+    if let Op::ToolResult = op {
+        // A result settles a call advertised and started before it (spec 12.2).
+        let call = format!("c{seq}");
+        let head = model.nodes()[0];
+        let result = tool_result_row(seq + 2, &call, "out", ModelOp::Append, &[head]);
+        model.calls.push((seq + 2, call.clone()));
+        let rows = vec![
+            (assistant_call_row(seq, &call), ModelOp::Append),
+            (tool_call_row(seq + 1, &call), ModelOp::None),
+            (result, ModelOp::Append),
+        ];
+        return Some((rows, false));
+    }
+    let (row, surface_op, refused) = row_for(op, model)?;
+    Some((vec![(row, surface_op)], refused))
+}
+
 /// The row an operation appends at the model's next seq, the surface op it carries, and
 /// whether the rules must refuse it; `None` when the operation does not apply.
 fn row_for(op: Op, model: &mut Model) -> Option<(String, ModelOp, bool)> {
@@ -174,12 +207,7 @@ fn row_for(op: Op, model: &mut Model) -> Option<(String, ModelOp, bool)> {
     let head = nodes[0];
     match op {
         Op::User => Some((user_row(seq, ModelOp::Append, &[]), ModelOp::Append, false)),
-        Op::ToolResult => {
-            let call = format!("c{seq}");
-            let row = tool_result_row(seq, &call, "out", ModelOp::Append, &[head]);
-            model.calls.push((seq, call));
-            Some((row, ModelOp::Append, false))
-        }
+        Op::ToolResult => unreachable!("rows_for writes tool results"),
         Op::Replace(a, b) => {
             let pick = |x: u8| (x as usize * nodes.len()) / 256;
             let (start, end) = (pick(a).min(pick(b)), pick(a).max(pick(b)));
@@ -229,16 +257,22 @@ pub fn surface_ops(bytes: &[u8]) {
         .extend([ModelOp::None, ModelOp::None, ModelOp::Append]);
     let mut refused_at = None;
     for op in decode_ops(bytes).into_iter().take(256) {
-        let Some((row, surface_op, refused)) = row_for(op, &mut model) else {
+        let Some((rows, refused)) = rows_for(op, &mut model) else {
             continue;
         };
-        text.push_str(&row);
-        text.push('\n');
-        if refused {
-            refused_at = Some(model.ops.len() as u64);
+        let n_rows = rows.len();
+        for (row_idx, (row, surface_op)) in rows.into_iter().enumerate() {
+            text.push_str(&row);
+            text.push('\n');
+            if refused && row_idx + 1 == n_rows {
+                refused_at = Some(model.ops.len() as u64);
+                break;
+            }
+            model.ops.push(surface_op);
+        }
+        if refused_at.is_some() {
             break;
         }
-        model.ops.push(surface_op);
     }
     let mut reader = LogReader::new(Cursor::new(text.as_bytes()), ReadOptions::default())
         .expect("the header is valid");

@@ -120,6 +120,19 @@ pub enum Reason {
     RequestChanged { source_seq: u64, message_idx: usize },
     #[error("the stage received an event after finish")]
     Finished,
+    /// The relationship validator (spec 12.2) refused an edge's output, as dsh refuses it
+    /// inside its migration chain; `seq` is the output seq.
+    #[error(
+        "Session migration from {from} to {to} refuses the transformed artifact: {message} \
+         [{rule}]"
+    )]
+    Relationship {
+        from: FormatVersion,
+        to: FormatVersion,
+        seq: u64,
+        rule: sessionlog_format::Rule,
+        message: String,
+    },
     /// A refusal of the V0 -> V1 edge (its own texts live with the edge).
     #[error(transparent)]
     V0ToV1(#[from] crate::v0_to_v1::V0Reason),

@@ -18,8 +18,11 @@
 
 use std::sync::Arc;
 
+use sessionlog_format::relations::{Extensions, Identity};
 use sessionlog_format::rules::RuleContext;
-use sessionlog_format::{Event, EventData, FormatVersion, SessionFold, SessionHeader};
+use sessionlog_format::{
+    Admission, Event, EventData, FormatVersion, SessionFold, SessionHeader, Violation,
+};
 
 use crate::catalog::{Catalog, Stage, StageOptions};
 use crate::error::{CatalogError, Reason, Refusal};
@@ -60,6 +63,10 @@ pub struct Migrator {
     stages: Vec<Box<dyn Stage>>,
     /// The V3 fold of the output (admission and the proof's target side), when proving.
     target: Option<SessionFold>,
+    /// The V2 admission of the V1 -> V2 edge's output (with the V2 relationship extensions and
+    /// the legacy restart exception), and that stage's index: dsh validates the transformed
+    /// artifact there.
+    v2_check: Option<(usize, Admission)>,
     proof: Option<RequestProof>,
     /// The proof's source side is the first stage's output (a V0 source).
     proof_after_first: bool,
@@ -97,14 +104,30 @@ impl Migrator {
         header: SessionHeader,
         options: MigratorOptions,
     ) -> Result<(Migrator, SessionHeader), Refusal> {
-        let header = stages
-            .iter_mut()
-            .try_fold(header, |header, stage| stage.header(header))?;
+        let mut header = header;
+        let mut v2_check = None;
+        for (stage_idx, stage) in stages.iter_mut().enumerate() {
+            header = stage.header(header)?;
+            if stage.from() == FormatVersion::V1 && stage.to() == FormatVersion::V2 {
+                let mut admission = Admission::new(RuleContext {
+                    version: FormatVersion::V2,
+                    snapshot: options.stage.snapshot,
+                });
+                admission.set_extensions(Extensions {
+                    legacy_interrupted_turn_restart: true,
+                });
+                admission.set_identity(Identity::of(&header));
+                v2_check = Some((stage_idx, admission));
+            }
+        }
+        let identity = Identity::of(&header);
         let fold = || {
-            SessionFold::new(RuleContext {
+            let mut fold = SessionFold::new(RuleContext {
                 version: FormatVersion::V3,
                 snapshot: options.stage.snapshot,
-            })
+            });
+            fold.set_identity(identity.clone());
+            fold
         };
         let chained = !stages.is_empty();
         let proof_after_first = from == FormatVersion::V0 && chained;
@@ -117,6 +140,7 @@ impl Migrator {
             from,
             stages,
             target: options.prove.then(fold),
+            v2_check,
             // A current log passes through unchanged: there is nothing to prove, but its events
             // are still admitted under the V3 rules.
             proof: (options.prove && chained)
@@ -146,13 +170,14 @@ impl Migrator {
         }
         let first = out.len();
         let mut events = vec![event];
-        for (stage_idx, stage) in self.stages.iter_mut().enumerate() {
+        for stage_idx in 0..self.stages.len() {
             let mut next = Vec::with_capacity(events.len() + 1);
             for event in events {
-                stage
+                self.stages[stage_idx]
                     .push(event, &mut next)
                     .map_err(|refusal| place(refusal, stage_idx, source_seq))?;
             }
+            self.check_v2(stage_idx, &next, Some(source_seq))?;
             if stage_idx == 0 && self.proof_after_first {
                 if let Some(proof) = &mut self.proof {
                     next.iter().for_each(|e| proof.source_event(e.clone()));
@@ -177,21 +202,32 @@ impl Migrator {
             let mut events = Vec::new();
             let finish = self.stages[stage_idx].finish(&mut events)?;
             cut = Some(finish.cut);
+            self.check_v2(stage_idx, &events, None)?;
             if stage_idx == 0 && self.proof_after_first {
                 if let Some(proof) = &mut self.proof {
                     events.iter().for_each(|e| proof.source_event(e.clone()));
                 }
             }
-            for stage in &mut self.stages[stage_idx + 1..] {
+            for later_idx in stage_idx + 1..self.stages.len() {
                 let mut next = Vec::with_capacity(events.len() + 1);
                 for event in events {
-                    stage.push(event, &mut next)?;
+                    self.stages[later_idx].push(event, &mut next)?;
                 }
+                self.check_v2(later_idx, &next, None)?;
                 events = next;
             }
             out.append(&mut events);
         }
+        if let Some((_, admission)) = &self.v2_check {
+            let to_refusal = |(seq, v)| relationship(FormatVersion::V1, FormatVersion::V2, seq, v);
+            admission.finish().map_err(to_refusal)?;
+        }
         self.admit(&out[first..], None)?;
+        if let Some(target) = &self.target {
+            let from = self.from.max(FormatVersion::V2);
+            let to_refusal = |(seq, v)| relationship(from, FormatVersion::V3, seq, v);
+            target.finish().map_err(to_refusal)?;
+        }
         let requests_proved = match &mut self.proof {
             Some(proof) => Some(proof.finish()?),
             None => None,
@@ -213,6 +249,12 @@ impl Migrator {
         };
         for event in events {
             target.admit(Arc::new(event.clone())).map_err(|violation| {
+                if violation.rule.is_relational() {
+                    let from = self.from.max(FormatVersion::V2);
+                    let mut refusal = relationship(from, FormatVersion::V3, event.seq, violation);
+                    refusal.seq = source_seq;
+                    return refusal;
+                }
                 let detail = format!("target seq {}: {violation}", event.seq);
                 Refusal::chain(self.from, source_seq, Reason::InvalidOutput { detail })
             })?;
@@ -223,6 +265,53 @@ impl Migrator {
             }
         }
         Ok(())
+    }
+}
+
+impl Migrator {
+    /// Admits the V1 -> V2 edge's output under the V2 rules when `stage_idx` is that edge.
+    fn check_v2(
+        &mut self,
+        stage_idx: usize,
+        events: &[Event],
+        source_seq: Option<u64>,
+    ) -> Result<(), Refusal> {
+        let Some((v2_idx, admission)) = &mut self.v2_check else {
+            return Ok(());
+        };
+        if *v2_idx != stage_idx {
+            return Ok(());
+        }
+        for event in events {
+            admission.admit(event).map_err(|violation| {
+                let mut refusal = if violation.rule.is_relational() {
+                    relationship(FormatVersion::V1, FormatVersion::V2, event.seq, violation)
+                } else {
+                    let detail = format!("v2 seq {}: {violation}", event.seq);
+                    Refusal::v1_to_v2(None, Reason::InvalidOutput { detail })
+                };
+                refusal.seq = source_seq;
+                refusal
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// A relationship refusal of the artifact an edge (`from` -> `to`) produced; `seq` is the
+/// artifact's seq, which the caller may replace with a source seq.
+fn relationship(from: FormatVersion, to: FormatVersion, seq: u64, violation: Violation) -> Refusal {
+    Refusal {
+        from,
+        to,
+        seq: Some(seq),
+        reason: Reason::Relationship {
+            from,
+            to,
+            seq,
+            rule: violation.rule,
+            message: violation.message,
+        },
     }
 }
 

@@ -165,6 +165,21 @@ impl SessionFold {
         Ok(())
     }
 
+    /// Tells the fold's relationship rules the log's header (the delivery-marker rule).
+    pub fn set_identity(&mut self, identity: crate::relations::Identity) {
+        self.admission.set_identity(identity);
+    }
+
+    /// Sets the relationship extensions; only before the first event.
+    pub fn set_extensions(&mut self, ext: crate::relations::Extensions) {
+        self.admission.set_extensions(ext);
+    }
+
+    /// The faults only the end of a whole log decides; see [`Admission::finish`].
+    pub fn finish(&self) -> Result<(), (u64, Violation)> {
+        self.admission.finish()
+    }
+
     /// The admission state: surface, protected head, open step, next seq.
     pub fn admission(&self) -> &Admission {
         &self.admission

@@ -54,6 +54,18 @@ pub struct Identity {
     pub version: u64,
 }
 
+impl Identity {
+    /// The identity `header` states.
+    pub fn of(header: &crate::header::SessionHeader) -> Identity {
+        Identity {
+            id: header.id.clone(),
+            has_parent: header.parent_session.is_some(),
+            seeded: header.seeded(),
+            version: header.version.unwrap_or(0),
+        }
+    }
+}
+
 /// The validator's state for one log.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Relations {

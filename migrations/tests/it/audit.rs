@@ -142,7 +142,7 @@ fn message_audit() {
 #[test]
 fn payload_audit() {
     let zero_step = r#"{"type":"assistant/attempt","data":{"turn":1,"step":0,"stream":[]}}"#;
-    let refusal = migrate(
+    let refusal = migrate_decoded(
         HEADER,
         &[TURN_START.to_owned(), step_start(1), zero_step.to_owned()],
     )

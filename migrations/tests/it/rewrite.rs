@@ -20,7 +20,7 @@ fn references_log() -> Vec<String> {
         &user("u1", "one"),
         &user("u2", "two"),
         r#"{"type":"session/title","data":{"title":"t","messageSeqs":[2],"source":{"kind":"fallback"}}}"#,
-        r#"{"type":"session/title-llm-request","data":{"titleProvider":"p","messageSeqs":[2,3],"route":"r","system":"sys 2","messages":[{"id":"t1","role":"user","source":{"kind":"plugin","plugin":"tools-code-mode"},"content":[]}],"maxTokens":9}}"#,
+        r#"{"type":"session/title-llm-request","data":{"titleProvider":"p","messageSeqs":[2,3],"route":"r","system":"sys 2","messages":[{"id":"t1","role":"user","source":{"kind":"plugin","plugin":"dsh-session-title-llm"},"content":[{"type":"text","text":"x"}]}],"maxTokens":9}}"#,
         r#"{"type":"command/run","data":{"commandId":"k1","name":"compact","source":{"kind":"user"}}}"#,
         r#"{"type":"command/done","data":{"commandId":"k1","kind":"success","sourceEventSeq":4}}"#,
         r#"{"type":"compaction/start","data":{"compactionId":"c1","turn":1}}"#,
@@ -74,7 +74,7 @@ fn unmapped_reference_refuses() {
         TURN_START,
         r#"{"type":"command/done","data":{"commandId":"k1","kind":"success","sourceEventSeq":1}}"#,
     ]);
-    let refusal = migrate(HEADER, &log).expect_err("self reference");
+    let refusal = migrate_decoded(HEADER, &log).expect_err("self reference");
     assert_eq!(
         (refusal.seq, refusal.reason),
         (
@@ -105,8 +105,8 @@ fn renames_leave_look_alikes() {
         &step_start(1),
         &plugin_user("m:code:1", "tools-code-mode"),
         &plugin_user("m2", "tools-code-mode-extra"),
-        r#"{"type":"tool/code-dispatch-start","data":{"rootCallId":"r","parentCallId":"p","subCallId":"s","name":"run_code","arguments":{"code":"x"}}}"#,
-        r#"{"type":"tool/code-dispatch","data":{"rootCallId":"r","parentCallId":"p","subCallId":"s","name":"run_code","arguments":{"code":"x"},"isError":false,"content":[]}}"#,
+        r#"{"type":"tool/code-dispatch-start","data":{"rootCallId":"r","parentCallId":"r","subCallId":"s","name":"run_code","arguments":{"code":"x"}}}"#,
+        r#"{"type":"tool/code-dispatch","data":{"rootCallId":"r","parentCallId":"r","subCallId":"s","name":"run_code","arguments":{"code":"x"},"isError":false,"content":[]}}"#,
     ]);
     let (header, events) = read_v2(header, &log);
     let migrated = migrate_events(header, events).expect("migrates");
@@ -178,7 +178,8 @@ fn delivery_markers() {
         "format v2 delivery marker claims target format v3"
     );
 
-    let refusal = migrate(HEADER, &[delivery("other", 2)]).expect_err("foreign marker");
+    // The reader refuses it first (the relationship rules); the edge refuses it too.
+    let refusal = migrate_decoded(HEADER, &[delivery("other", 2)]).expect_err("foreign marker");
     assert_eq!(refusal.seq, Some(0));
     assert_eq!(
         refusal.to_string(),
@@ -188,7 +189,7 @@ fn delivery_markers() {
     let seed = r#"{"type":"session/end-seed","data":{"inherited":true}}"#.to_owned();
     let inherited = migrate(SEEDED, &[delivery("s1", 2), seed.clone()]).expect("inherited marker");
     assert_eq!(inherited.cut, 1);
-    let refusal = migrate(SEEDED, &[seed, delivery("s1", 2)]).expect_err("after the cut");
+    let refusal = migrate_decoded(SEEDED, &[seed, delivery("s1", 2)]).expect_err("after the cut");
     assert_eq!(refusal.seq, Some(1));
     migrate(HEADER, &[delivery("s1", 2)]).expect("own marker");
 }

@@ -273,22 +273,25 @@ fn unclaimed_attempt_stands_at_its_final_chunk() {
 #[test]
 fn retries_and_finishes_delimit_attempts() {
     let retry = json!({"retryId":"r1","turn":1,"step":1,"provider":"mock","mode":"normal","policyKey":"default","retry":1,"maxRetries":1,"delayMs":0,"failure":{"code":"SERVER","message":"retry"}});
+    // The retry names the provider of the open request/header (spec 12.2 other 2).
+    let header = json!({"header":{"config":{"provider":"mock","model":"m"}},"reason":"initial"});
     let rows = [
         turn_start(0, 100, 1),
         step("step/start", 1, 101),
-        text(2, 110, "partial"),
-        ev("llm/retry", 3, 120, retry),
+        ev("request/header", 2, 105, header),
+        text(3, 110, "partial"),
+        ev("llm/retry", 4, 120, retry),
         ev(
             "llm/retry-started",
-            4,
+            5,
             121,
             json!({"retryId":"r1","turn":1,"step":1,"retry":1}),
         ),
-        text(5, 130, "hello"),
-        finish(6, 140, "stop"),
-        assistant(7, 141, Some(&[5, 6])),
-        step("step/end", 8, 142),
-        turn_end(9, 143, 1),
+        text(6, 130, "hello"),
+        finish(7, 140, "stop"),
+        assistant(8, 141, Some(&[6, 7])),
+        step("step/end", 9, 142),
+        turn_end(10, 143, 1),
     ];
     let migrated = migrate(HEADER, &rows).expect("migrates");
     assert_eq!(
@@ -296,6 +299,7 @@ fn retries_and_finishes_delimit_attempts() {
         [
             "turn/start",
             "step/start",
+            "request/header",
             "assistant/attempt",
             "llm/retry",
             "llm/retry-started",
@@ -304,8 +308,8 @@ fn retries_and_finishes_delimit_attempts() {
             "turn/end"
         ]
     );
-    assert_eq!(migrated.events[2].seq, 2);
-    assert_eq!(migrated.events[2].time, 110);
+    assert_eq!(migrated.events[3].seq, 3);
+    assert_eq!(migrated.events[3].time, 110);
 
     let rows = [
         turn_start(0, 1, 1),

@@ -181,8 +181,9 @@ fn id_collisions_refuse() {
     let inbox = format!(
         r#"{{"type":"agent/inbox/spliced","data":{{"target":"next-turn","start":0,"inserted":[{{"id":"{generated}","role":"user","source":{{"kind":"user"}},"content":[]}}]}}}}"#
     );
+    // A step outside a turn: the edge's own refusal, on a log the reader would refuse first.
     let log = vec![inbox, step_start(1)];
-    let refusal = migrate(HEADER, &log).expect_err("collides");
+    let refusal = migrate_decoded(HEADER, &log).expect_err("collides");
     assert_eq!(refusal.seq, Some(1));
     assert!(matches!(
         refusal.reason,
@@ -255,7 +256,7 @@ fn seeded_cut_counts_synthetic_events() {
 
 fn tool_result(id: &str, is_error: bool) -> String {
     format!(
-        r#"{{"type":"tool/result","data":{{"turn":1,"step":1,"message":{{"id":"{id}","role":"user","source":{{"kind":"tool","callId":"call_1"}},"content":[{{"type":"tool-result","toolCallId":"call_1","content":[{{"type":"text","text":"not started"}}],"isError":{is_error}}}]}},"error":{{"name":"ToolNotStarted","code":"TOOL_NOT_STARTED"}}}},"surfaceOp":"append"}}"#
+        r#"{{"type":"tool/result","data":{{"turn":1,"step":1,"message":{{"id":"{id}","role":"user","source":{{"kind":"tool","callId":"call_1"}},"content":[{{"type":"tool-result","toolCallId":"call_1","content":[{{"type":"text","text":"The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed."}}],"isError":{is_error}}}]}},"error":{{"name":"ToolNotStartedError","code":"TOOL_NOT_STARTED"}}}},"surfaceOp":"append"}}"#
     )
 }
 
@@ -283,13 +284,14 @@ fn tool_not_started_id_is_kept() {
 
     let mut bad = log.clone();
     bad[4] = tool_result("interrupted-tool-result-call_1-x", true);
-    let refusal = migrate(HEADER, &bad).expect_err("non-canonical id");
+    // The reader refuses these first (the relationship rules); the edge refuses them too.
+    let refusal = migrate_decoded(HEADER, &bad).expect_err("non-canonical id");
     assert!(
         matches!(refusal.reason, Reason::Payload { .. }),
         "{refusal}"
     );
     assert_eq!(refusal.seq, Some(4));
     bad[4] = tool_result("interrupted-tool-result-call_1-4", false);
-    let refusal = migrate(HEADER, &bad).expect_err("contradictory error");
+    let refusal = migrate_decoded(HEADER, &bad).expect_err("contradictory error");
     assert!(refusal.to_string().contains("isError"), "{refusal}");
 }
