@@ -14,7 +14,7 @@
 //!   each with a string `type`;
 //! - non-negative safe integers: the seq a delivery marker covers (`throughSeq`) and the
 //!   inbox positions and counts of `agent/inbox/spliced` (`start`, `removedCount`);
-//! - strings: the texts of `session/title.title`, `feedback/record.text` and
+//! - strings: the texts of `session/title.title` and, when present, `feedback/record.text` and
 //!   `command/done.text`;
 //! - booleans: `tool/ptc-dispatch.isError` (V2: `tool/code-dispatch`).
 //!
@@ -67,8 +67,9 @@ const INBOX_SPLICED: Members = &[
 ];
 const DELIVERY_ACCEPTED: Members = &[("throughSeq", R, K::Integer)];
 const SESSION_TITLE: Members = &[("title", R, K::String)];
-const TEXT: Members = &[("text", R, K::String)];
-const OPTIONAL_TEXT: Members = &[("text", O, K::String)];
+/// `feedback/record` and `command/done`: `text` is optional (newer feedback recordings carry
+/// `category` instead, spec 5.2).
+const TEXT: Members = &[("text", O, K::String)];
 const DISPATCH: Members = &[("isError", R, K::Boolean)];
 
 /// The typed members of `kind`, if it has any.
@@ -79,8 +80,7 @@ fn members_of(kind: &EventType, version: FormatVersion) -> Members {
         T::AgentInboxSpliced => INBOX_SPLICED,
         T::DeliveryAccepted => DELIVERY_ACCEPTED,
         T::SessionTitle => SESSION_TITLE,
-        T::FeedbackRecord => TEXT,
-        T::CommandDone => OPTIONAL_TEXT,
+        T::FeedbackRecord | T::CommandDone => TEXT,
         T::ToolPtcDispatch => DISPATCH,
         // V3 keeps an ignorable retired `tool/code-dispatch` opaquely (spec 11 rule 8).
         T::ToolCodeDispatch if version < FormatVersion::V3 => DISPATCH,
@@ -348,6 +348,9 @@ mod tests {
             "format v3 session/title at seq 7 data.title: must be a string",
         );
         assert_eq!(check("feedback/record", json!({"text": "good"})), Ok(()));
+        // dsh's own text-turn recording holds this variant (regression: it was refused).
+        let category = json!({"category": "other"});
+        assert_eq!(check("feedback/record", category), Ok(()));
         refused(
             "feedback/record",
             json!({"text": 5}),

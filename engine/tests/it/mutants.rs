@@ -30,7 +30,7 @@ use sessionlog_format::{
 use crate::backends::{backends, unique_id, Backend};
 
 /// Mutants drawn from each source log; with the sources below, well over 1,000 in all.
-const MUTANTS_PER_LOG: usize = 90;
+const MUTANTS_PER_LOG: usize = 75;
 /// The generated sources: (version, events, seed).
 const GENERATED: &[(FormatVersion, u64, u64)] = &[
     (FormatVersion::V3, 120, 1),
