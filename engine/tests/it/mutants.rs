@@ -152,9 +152,7 @@ fn materialize(name: &str, version: FormatVersion, mut header: Value, rows: Vec<
             }
             let object = row.as_object_mut().unwrap();
             let mut out = Map::new();
-            for key in ["type"] {
-                out.insert(key.to_owned(), object.remove(key).unwrap());
-            }
+            out.insert("type".to_owned(), object.remove("type").unwrap());
             out.insert("seq".to_owned(), Value::from(seq as u64));
             out.insert(
                 "time".to_owned(),
