@@ -23,6 +23,14 @@ pub enum Rule {
     SourceSeqs,
     /// The typed payload of the event type (spec 4 rules 7, 9, 10).
     Payload,
+    /// A payload member that must be an array of content blocks (spec 13.1, relations.md).
+    ContentMember,
+    /// A payload member that must be a non-negative safe integer (a seq, position or count).
+    IntegerMember,
+    /// A payload member that must be a string (a text).
+    StringMember,
+    /// A payload member that must be a boolean.
+    BooleanMember,
     /// The message shape (spec 4 rule 8).
     MessageShape,
     /// V3 row admission (spec 11 codec).
@@ -141,6 +149,10 @@ impl Rule {
             Rule::SurfaceOp => "surface-op",
             Rule::SourceSeqs => "source-event-seqs",
             Rule::Payload => "payload",
+            Rule::ContentMember => "content-member",
+            Rule::IntegerMember => "integer-member",
+            Rule::StringMember => "string-member",
+            Rule::BooleanMember => "boolean-member",
             Rule::MessageShape => "message-shape",
             Rule::RowAdmission => "row-admission",
             Rule::UnknownEvent => "unknown-event",

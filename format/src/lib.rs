@@ -40,6 +40,7 @@ pub mod frame;
 pub mod gen;
 pub mod header;
 mod json;
+pub mod members;
 pub mod message;
 pub mod payload;
 pub mod reader;

@@ -10,6 +10,7 @@ use crate::error::{Rule, Violation};
 use crate::event::{Event, EventData, EventType, SurfaceOp};
 use crate::header::is_placeholder;
 use crate::json::{check_serialize_lossless, SAFE_INTEGER_MAX};
+use crate::members::check_members;
 use crate::message::{ContentBlock, Message};
 use crate::payload::{RequestHeaderData, ToolResultData};
 use crate::row::DataRef;
@@ -38,6 +39,7 @@ pub fn check_event(event: &Event, ctx: RuleContext) -> Checked {
     }
     check_surface_metadata(event, ctx)?;
     check_payload(event, ctx)?;
+    check_members(event, ctx)?;
     if ctx.version >= FormatVersion::V2 {
         if let Some(message) = event.message() {
             check_message_shape(&event.kind, message, ctx)?;

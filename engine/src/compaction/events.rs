@@ -109,7 +109,8 @@ pub fn finish_events(
         source_command_id: None,
         max_tokens: None,
         usage: summary.usage.clone(),
-        raw_output: Some(json!(summary.text)),
+        // The model's raw output is content blocks, like `summary` (a string is refused).
+        raw_output: Some(json!([{ "type": "text", "text": summary.text }])),
         llm_stream_call: Some(true),
         extra: Extra::new(),
     };

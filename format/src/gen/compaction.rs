@@ -155,8 +155,9 @@ impl Generator {
                 "inputTokens": shadowed_tokens + REQUEST_OVERHEAD_TOKENS,
                 "outputTokens": summary_tokens,
             })),
-            // dsh records the model's raw output whenever the summary came from a stream.
-            raw_output: Some(json!(summary)),
+            // dsh records the model's raw output (its content blocks, like `summary`) whenever
+            // the summary came from a stream.
+            raw_output: Some(json!([{ "type": "text", "text": summary }])),
             llm_stream_call: Some(true),
             extra: Extra::new(),
         };
