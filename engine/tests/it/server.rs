@@ -283,6 +283,47 @@ async fn check_core(server: &TestServer, test: &str) {
         (status, missing["error"].clone()),
         (404, json!("unknown-session"))
     );
+    check_client_errors(server, id, n).await;
+}
+
+/// Issue #20, finding 3: client errors are 4xx with a stable code. A read from the head or
+/// past it is an empty range (it answered 500 "the store is corrupt: ... the record is
+/// missing"), and a create body whose id breaks the session-id rule is 422
+/// `invalid-session-id` (it answered 500 "storage"; a space and a right-to-left override were
+/// accepted).
+async fn check_client_errors(server: &TestServer, id: &str, n: u64) {
+    for from_seq in [n, n + 1, n + 1000, u64::MAX] {
+        let (status, past) = server
+            .get(&format!("/v1/sessions/{id}/events?from={from_seq}"))
+            .await;
+        assert_eq!(status, 200, "from={from_seq}: {past}");
+        assert_eq!(past["events"], json!([]));
+        assert_eq!((past["fromSeq"].clone(), past["nextSeq"].clone()), (json!(from_seq), json!(n)));
+    }
+    let long = "x".repeat(300);
+    let refused = [
+        " ",
+        "\u{3000}",
+        "abc\u{202E}fdp",
+        "a\u{2067}b",
+        "\u{200F}",
+        "a\u{7}b",
+        "a/b",
+        "..",
+        &long,
+    ];
+    for bad in refused {
+        let header = SessionHeader::new_v3(bad, 1);
+        let (status, answer) = server
+            .post("/v1/sessions", &serde_json::to_value(&header).unwrap())
+            .await;
+        assert_eq!(status, 422, "{bad:?}: {answer}");
+        assert_eq!(answer["error"], "invalid-session-id", "{bad:?}");
+        assert_eq!(answer["session"], bad);
+    }
+    let (_, listed) = server.get("/v1/sessions").await;
+    let ids = listed["sessions"].as_array().unwrap();
+    assert!(ids.iter().all(|listed| !refused.contains(&listed.as_str().unwrap())));
 }
 
 // Goal: the core suite on the embedded store.
