@@ -96,11 +96,9 @@ pub enum StoreError {
 /// The session-id rule of `format` ([`sessionlog_format::header::check_session_id`]) as a
 /// store error; every backend calls it before creating a session.
 pub fn check_session_id(id: &str) -> Result<(), StoreError> {
-    sessionlog_format::header::check_session_id(id).map_err(|reason| {
-        StoreError::InvalidSessionId {
-            session: id.to_owned(),
-            reason,
-        }
+    sessionlog_format::header::check_session_id(id).map_err(|reason| StoreError::InvalidSessionId {
+        session: id.to_owned(),
+        reason,
     })
 }
 
