@@ -216,7 +216,12 @@ mod tests {
     // header check carries the reason, and ordinary ids (uuids, placeholders) pass.
     #[test]
     fn session_id_rule() {
-        for id in ["ff1c1e99-3bd4-4ef8-a954-80d607d628ba", "{{session:1}}", "a b", "é"] {
+        for id in [
+            "ff1c1e99-3bd4-4ef8-a954-80d607d628ba",
+            "{{session:1}}",
+            "a b",
+            "é",
+        ] {
             assert_eq!(check_session_id(id), Ok(()), "{id:?}");
         }
         let refused = [
@@ -225,11 +230,26 @@ mod tests {
             ("\u{3000}\t", "it holds a control character (U+0009)"),
             ("\u{3000}", "it is only whitespace"),
             ("a\u{7}b", "it holds a control character (U+0007)"),
-            ("abc\u{202E}fdp", "it holds a bidirectional formatting or separator character (U+202E)"),
-            ("a\u{2066}b", "it holds a bidirectional formatting or separator character (U+2066)"),
-            ("a\u{200F}", "it holds a bidirectional formatting or separator character (U+200F)"),
-            ("\u{061C}", "it holds a bidirectional formatting or separator character (U+061C)"),
-            ("a\u{2028}b", "it holds a bidirectional formatting or separator character (U+2028)"),
+            (
+                "abc\u{202E}fdp",
+                "it holds a bidirectional formatting or separator character (U+202E)",
+            ),
+            (
+                "a\u{2066}b",
+                "it holds a bidirectional formatting or separator character (U+2066)",
+            ),
+            (
+                "a\u{200F}",
+                "it holds a bidirectional formatting or separator character (U+200F)",
+            ),
+            (
+                "\u{061C}",
+                "it holds a bidirectional formatting or separator character (U+061C)",
+            ),
+            (
+                "a\u{2028}b",
+                "it holds a bidirectional formatting or separator character (U+2028)",
+            ),
             ("a/b", "it is not one plain path segment"),
             ("a\\b", "it is not one plain path segment"),
             ("..", "it is not one plain path segment"),

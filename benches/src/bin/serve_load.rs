@@ -441,9 +441,10 @@ async fn hostile(options: &Options) -> ExitCode {
         tokio::spawn(async move {
             while probing.load(std::sync::atomic::Ordering::Relaxed) {
                 let (rss, _) = rss_mib();
-                let mut peak = peak.lock().expect("no panics");
-                *peak = peak.max(rss);
-                drop(peak);
+                {
+                    let mut peak = peak.lock().expect("no panics");
+                    *peak = peak.max(rss);
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })

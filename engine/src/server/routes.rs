@@ -150,7 +150,7 @@ struct AppendBody<'a> {
 
 /// 413 `decoded-too-large` when the batch's rows would decode to more than `decoded_max`
 /// bytes by [`decoded_cost`]: wide arrays cost per element, not per byte of text.
-fn check_decoded_size(body: &AppendBody<'_>, decoded_max: u64) -> Result<(), Response> {
+fn check_decoded_size(body: &AppendBody<'_>, decoded_max: u64) -> Result<(), Box<Response>> {
     let decoded = body
         .events
         .iter()
@@ -159,12 +159,12 @@ fn check_decoded_size(body: &AppendBody<'_>, decoded_max: u64) -> Result<(), Res
     if decoded <= decoded_max {
         return Ok(());
     }
-    Err(respond(
+    Err(Box::new(respond(
         StatusCode::PAYLOAD_TOO_LARGE,
         &json!({ "error": "decoded-too-large",
             "message": format!("the events would take about {decoded} bytes decoded, at most {decoded_max}"),
             "decodedBytes": decoded, "decodedBytesMax": decoded_max }),
-    ))
+    )))
 }
 
 /// Decodes the batch's rows as V3 events; a row that breaks an envelope rule is refused with
@@ -222,7 +222,7 @@ async fn append(
     // The event count is refused first (`decode_batch`), as before the decoded bound existed.
     if parsed.events.len() <= BATCH_EVENTS_MAX {
         if let Err(refused) = check_decoded_size(&parsed, state.limits.decoded_bytes_max) {
-            return refused;
+            return *refused;
         }
     }
     let events = match decode_batch(&session, &parsed) {
@@ -314,7 +314,7 @@ async fn tail(
     };
     let slot = match state.tails.take(token) {
         Ok(slot) => slot,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     match state.service.tail(&session, from_seq).await {
         Ok(tail) => Sse::new(tail_stream(tail, slot))

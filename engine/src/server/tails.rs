@@ -38,24 +38,24 @@ impl TailSlots {
 
     /// A place for one more tail of `token` (`""`: no token): 429 `too-many-tails` when the
     /// token has its share, 503 `tails-full` when the server has.
-    pub(crate) fn take(&self, token: &str) -> Result<TailSlot, Response> {
+    pub(crate) fn take(&self, token: &str) -> Result<TailSlot, Box<Response>> {
         let mut per_token = lock(&self.per_token);
         let open = per_token.get(token).copied().unwrap_or(0);
         if open >= self.per_token_max {
-            return Err(respond(
+            return Err(Box::new(respond(
                 StatusCode::TOO_MANY_REQUESTS,
                 &json!({ "error": "too-many-tails",
                     "message": format!("this token has {open} open tails, at most {}", self.per_token_max),
                     "tailsMax": self.per_token_max }),
-            ));
+            )));
         }
         let Ok(overall) = Arc::clone(&self.overall).try_acquire_owned() else {
-            return Err(respond(
+            return Err(Box::new(respond(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &json!({ "error": "tails-full",
                     "message": format!("the server has {} open tails, its maximum", self.tails_max),
                     "tailsMax": self.tails_max }),
-            ));
+            )));
         };
         *per_token.entry(token.to_owned()).or_insert(0) += 1;
         Ok(TailSlot {
