@@ -18,6 +18,10 @@ use crate::log_store::{LogStore, READ_EVENTS_MAX};
 use crate::service::StoreHandle;
 use crate::store::{AppendAck, AppendRequest, Head, Store, StoreError};
 
+/// Events a tail reads from the store at a time (and so holds at most while its reader
+/// lags).
+pub const TAIL_READ_EVENTS_MAX: u64 = 256;
+
 /// How often a tail on a shared backend looks for heads committed by other processes.
 pub const TAIL_POLL_INTERVAL: Duration = Duration::from_millis(200);
 
@@ -201,9 +205,11 @@ impl Tail {
             }
             let known = *self.heads.borrow_and_update();
             if known > self.next_seq {
+                // A bounded chunk: what a tail whose client stopped reading holds.
+                let to_seq = known.min(self.next_seq.saturating_add(TAIL_READ_EVENTS_MAX));
                 let read = self
                     .service
-                    .read_range(&self.session, self.next_seq, known)
+                    .read_range(&self.session, self.next_seq, to_seq)
                     .await;
                 match read {
                     Ok(events) if events.is_empty() => {

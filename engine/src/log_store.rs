@@ -196,9 +196,19 @@ pub fn requests<S: LogStore + ?Sized>(
     session: &str,
     options: RequestOptions,
 ) -> Result<RequestReport, StoreError> {
+    requests_page(store, session, options, 0..u64::MAX)
+}
+
+/// [`requests`] keeping only the rows whose index is in `rows`; the summary covers them all.
+pub fn requests_page<S: LogStore + ?Sized>(
+    store: &S,
+    session: &str,
+    options: RequestOptions,
+    rows: std::ops::Range<u64>,
+) -> Result<RequestReport, StoreError> {
     let info = store.session_info(session)?;
     let head = store.head(session)?;
-    let mut analyzer = RequestAnalyzer::new(session, info.snapshot, options);
+    let mut analyzer = RequestAnalyzer::new(session, info.snapshot, options).keep_rows(rows);
     for_each_event(store, session, 0, head.next_seq, |event| {
         let seq = event.seq;
         analyzer

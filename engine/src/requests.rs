@@ -197,6 +197,8 @@ pub struct RequestAnalyzer {
     compaction_seqs: HashSet<u64>,
     /// The last event pushed was a `compaction/summary`.
     after_summary: bool,
+    /// The indexes of the rows kept; the others only count in the summary.
+    kept: std::ops::Range<u64>,
     rows: Vec<RequestRow>,
     summary: RequestSummary,
 }
@@ -301,9 +303,18 @@ impl RequestAnalyzer {
             in_force: InForce::default(),
             compaction_seqs: HashSet::new(),
             after_summary: false,
+            kept: 0..u64::MAX,
             rows: Vec::new(),
             summary: RequestSummary::default(),
         }
+    }
+
+    /// Keeps only the rows whose index is in `rows` (a page); the summary still counts every
+    /// request. A server answers pages so that no answer grows with the square of a session
+    /// (each row with bodies carries its whole message list).
+    pub fn keep_rows(mut self, rows: std::ops::Range<u64>) -> RequestAnalyzer {
+        self.kept = rows;
+        self
     }
 
     /// Folds the next event; a request row is produced when it settles a model call.
@@ -459,8 +470,10 @@ impl RequestAnalyzer {
                 })
             })
             .collect();
+        let index = self.summary.requests;
+        let kept = self.kept.contains(&index);
         let row = RequestRow {
-            index: self.rows.len() as u64,
+            index,
             seq: event.seq,
             turn,
             step,
@@ -478,7 +491,7 @@ impl RequestAnalyzer {
             tools_tokens,
             prefix,
             usage,
-            messages: self.options.bodies.then(|| {
+            messages: (self.options.bodies && kept).then(|| {
                 let bodies = messages.iter().filter_map(|m| m.body.message());
                 bodies.cloned().collect()
             }),
@@ -486,7 +499,9 @@ impl RequestAnalyzer {
         };
         debug_assert!(row.prefix.estimated_tokens <= row.estimated_tokens);
         self.count(&row);
-        self.rows.push(row);
+        if kept {
+            self.rows.push(row);
+        }
         self.previous = Some(Sent { messages, header });
         self.changes.clear();
     }

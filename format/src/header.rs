@@ -21,6 +21,58 @@ json_object! {
     }
 }
 
+/// Longest session id, in bytes of UTF-8.
+pub const SESSION_ID_BYTES_MAX: usize = 256;
+
+/// The session-id rule, the one every entry point applies (`check`, `import`, `migrate`, the
+/// stores' creation, `serve`, `copy`): non-empty, at most [`SESSION_ID_BYTES_MAX`] bytes, not
+/// only whitespace, no control character, no line or paragraph separator, no bidirectional
+/// formatting character (U+200E, U+200F, U+061C, U+202A to U+202E, U+2066 to U+2069), and one
+/// plain path segment (no `/` or `\`, not `.` or `..`). Ids are printed in `SESSION@SEQ`
+/// diagnostics and become file names in operator scripts (`export -o "$id.v3.jsonl"`), so an
+/// id that could hide text, reorder a terminal line or traverse paths is refused at the door.
+/// The error is the reason, a sentence fragment ("it holds a control character (U+0007)").
+pub fn check_session_id(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("it is empty".to_owned());
+    }
+    if id.len() > SESSION_ID_BYTES_MAX {
+        return Err(format!(
+            "it is {} bytes long, at most {SESSION_ID_BYTES_MAX}",
+            id.len()
+        ));
+    }
+    if let Some(c) = id.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "it holds a control character (U+{:04X})",
+            u32::from(c)
+        ));
+    }
+    if let Some(c) = id.chars().find(|c| is_bidi_or_separator(*c)) {
+        return Err(format!(
+            "it holds a bidirectional formatting or separator character (U+{:04X})",
+            u32::from(c)
+        ));
+    }
+    if id.chars().all(char::is_whitespace) {
+        return Err("it is only whitespace".to_owned());
+    }
+    if id.contains(['/', '\\']) || id == "." || id == ".." {
+        return Err("it is not one plain path segment".to_owned());
+    }
+    Ok(())
+}
+
+/// Bidirectional marks, embeddings, overrides and isolates, and the line and paragraph
+/// separators: characters that change how the text around them is displayed.
+fn is_bidi_or_separator(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+            | '\u{2028}' | '\u{2029}'
+    )
+}
+
 /// True for the `{{name}}` placeholders of normalized recordings (spec 18).
 pub fn is_placeholder(text: &str) -> bool {
     text.len() >= 4 && text.starts_with("{{") && text.ends_with("}}")
@@ -62,6 +114,9 @@ impl SessionHeader {
         }
         if self.id.is_empty() {
             return Err("header id must be a non-empty string".to_owned());
+        }
+        if let Err(reason) = check_session_id(&self.id) {
+            return Err(format!("header id {:?} is refused: {reason}", self.id));
         }
         if let Some(cwd) = &self.cwd {
             let placeholder = snapshot && is_placeholder(cwd);
@@ -154,5 +209,65 @@ mod tests {
         );
         assert!(placeholder.check(FormatVersion::V3, false).is_err());
         assert_eq!(placeholder.check(FormatVersion::V3, true), Ok(()));
+    }
+
+    // Goal: the session-id rule (issue #20: a space, a right-to-left override and other ids
+    // that `import` refused were accepted by `check`). Method: each refused class once, the
+    // header check carries the reason, and ordinary ids (uuids, placeholders) pass.
+    #[test]
+    fn session_id_rule() {
+        for id in [
+            "ff1c1e99-3bd4-4ef8-a954-80d607d628ba",
+            "{{session:1}}",
+            "a b",
+            "\u{e9}",
+        ] {
+            assert_eq!(check_session_id(id), Ok(()), "{id:?}");
+        }
+        let refused = [
+            ("", "it is empty"),
+            (" ", "it is only whitespace"),
+            ("\u{3000}\t", "it holds a control character (U+0009)"),
+            ("\u{3000}", "it is only whitespace"),
+            ("a\u{7}b", "it holds a control character (U+0007)"),
+            (
+                "abc\u{202E}fdp",
+                "it holds a bidirectional formatting or separator character (U+202E)",
+            ),
+            (
+                "a\u{2066}b",
+                "it holds a bidirectional formatting or separator character (U+2066)",
+            ),
+            (
+                "a\u{200F}",
+                "it holds a bidirectional formatting or separator character (U+200F)",
+            ),
+            (
+                "\u{061C}",
+                "it holds a bidirectional formatting or separator character (U+061C)",
+            ),
+            (
+                "a\u{2028}b",
+                "it holds a bidirectional formatting or separator character (U+2028)",
+            ),
+            ("a/b", "it is not one plain path segment"),
+            ("a\\b", "it is not one plain path segment"),
+            ("..", "it is not one plain path segment"),
+        ];
+        for (id, reason) in refused {
+            assert_eq!(check_session_id(id), Err(reason.to_owned()), "{id:?}");
+        }
+        let long = "x".repeat(SESSION_ID_BYTES_MAX + 1);
+        assert_eq!(
+            check_session_id(&long),
+            Err("it is 257 bytes long, at most 256".to_owned())
+        );
+        assert_eq!(check_session_id(&long[1..]), Ok(()));
+        let header = SessionHeader::new_v3("abc\u{202E}fdp", 1);
+        assert_eq!(
+            header.check(FormatVersion::V3, false).unwrap_err(),
+            "header id \"abc\\u{202e}fdp\" is refused: it holds a bidirectional formatting or \
+             separator character (U+202E)"
+        );
     }
 }

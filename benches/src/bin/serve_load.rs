@@ -10,6 +10,18 @@
 //! cargo run --release -p sessionlog-benches --bin serve_load -- --clients 16 --appends 200 \
 //!     [--postgres postgres://postgres@127.0.0.1:PORT/postgres]
 //! ```
+//!
+//! With `--hostile` it runs the issue #20 check instead, on the embedded store with the default
+//! [`ServerLimits`]: 1,000 idle connections, 200 tails that never read (of a 50k-event
+//! session, so each fills its socket), and 16 concurrent verifies of that session, while a
+//! probe times `/health` every 50 ms and the process's RSS is sampled. It prints the `/health`
+//! latency p50/p99/max, the peak RSS, and how long the verifies took; it stops by itself after
+//! the verifies or `--seconds`. It needs about 2,500 file descriptors (both ends of every
+//! connection are in this process): run it under `ulimit -n 4096`.
+//!
+//! ```text
+//! cargo run --release -p sessionlog-benches --bin serve_load -- --hostile [--events 50000]
+//! ```
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -21,7 +33,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use sessionlog_engine::log_service::LogService;
 use sessionlog_engine::pg_store::PgStore;
-use sessionlog_engine::server::{serve, ServerOptions};
+use sessionlog_engine::server::{serve, ServerLimits, ServerOptions};
 use sessionlog_engine::store::Store;
 use sessionlog_format::{Event, EventType, FormatVersion, SessionHeader};
 
@@ -33,6 +45,8 @@ struct Options {
     appends: u64,
     seconds: u64,
     postgres: Option<String>,
+    hostile: bool,
+    events: u64,
 }
 
 /// What one backend's run measured.
@@ -54,6 +68,8 @@ fn parse_args() -> Result<Options, String> {
         appends: 200,
         seconds: 60,
         postgres: None,
+        hostile: false,
+        events: 50_000,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -64,6 +80,8 @@ fn parse_args() -> Result<Options, String> {
             "--appends" => options.appends = number(value()?)?.clamp(1, 100_000),
             "--seconds" => options.seconds = number(value()?)?.clamp(1, 600),
             "--postgres" => options.postgres = Some(value()?),
+            "--hostile" => options.hostile = true,
+            "--events" => options.events = number(value()?)?.clamp(1, 1_000_000),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -280,6 +298,9 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("a runtime");
+    if options.hostile {
+        return runtime.block_on(hostile(&options));
+    }
     println!(
         "{} clients x {} appends of 1 event, a tail per session, at most {} s per backend",
         options.clients, options.appends, options.seconds
@@ -323,4 +344,229 @@ fn clear_postgres(options: &Options) {
     })
     .join()
     .expect("the cleanup thread");
+}
+
+/// Idle connections the hostile run holds open.
+const IDLE_CONNECTIONS: usize = 1000;
+/// Tails that never read.
+const STALLED_TAILS: usize = 200;
+/// Verifies of the big session at once.
+const CONCURRENT_VERIFIES: usize = 16;
+/// How often the probe asks `/health`.
+const PROBE_INTERVAL: Duration = Duration::from_millis(50);
+/// Longest a `/health` answer is waited for before it counts as a timeout.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The process's resident set and its peak, in MiB, from /proc/self/status (0 elsewhere).
+fn rss_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .map_or(0.0, |kib| kib / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The soft file limit, from /proc/self/limits (`None` where it cannot be read).
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+async fn hostile(options: &Options) -> ExitCode {
+    let needed = (IDLE_CONNECTIONS + STALLED_TAILS + CONCURRENT_VERIFIES) as u64 * 2 + 64;
+    if let Some(limit) = open_files_limit().filter(|limit| *limit < needed) {
+        eprintln!("serve_load: the file limit is {limit}, the run needs {needed}: ulimit -n 4096");
+        return ExitCode::from(2);
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = Arc::new(Store::open(&dir.path().join("hostile.redb")).expect("a store"));
+    let mut generator =
+        sessionlog_format::gen::Generator::new(sessionlog_format::gen::GenOptions {
+            events: options.events,
+            seed: 20,
+        });
+    let mut header = generator.header();
+    header.id = "big".to_owned();
+    store.create_session(&header).expect("create");
+    let mut next_seq = 0;
+    while let Some(batch) = generator.next_batch() {
+        let n = batch.len() as u64;
+        store.append("big", next_seq, batch).expect("append");
+        next_seq += n;
+    }
+    let (rss_loaded, _) = rss_mib();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("bound");
+    let base = format!("http://{addr}");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let limits = ServerLimits::default();
+    let server = tokio::spawn(serve(
+        listener,
+        LogService::local(store),
+        ServerOptions {
+            token: None,
+            limits: limits.clone(),
+        },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    println!(
+        "hostile run: {next_seq} events in session big; {IDLE_CONNECTIONS} idle connections, \
+         {STALLED_TAILS} stalled tails, {CONCURRENT_VERIFIES} concurrent verifies; limits: \
+         header {:?}, write stall {:?}, {} verifies at once",
+        limits.header_read_timeout, limits.write_stall_timeout, limits.verifies_max
+    );
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(options.seconds);
+    let probing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let probe = tokio::spawn(probe_health(base.clone(), Arc::clone(&probing)));
+    let peak = Arc::new(Mutex::new(0.0f64));
+    let sampler = {
+        let probing = Arc::clone(&probing);
+        let peak = Arc::clone(&peak);
+        tokio::spawn(async move {
+            while probing.load(std::sync::atomic::Ordering::Relaxed) {
+                let (rss, _) = rss_mib();
+                {
+                    let mut peak = peak.lock().expect("no panics");
+                    *peak = peak.max(rss);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let mut idle = Vec::with_capacity(IDLE_CONNECTIONS);
+    for _ in 0..IDLE_CONNECTIONS {
+        idle.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+    }
+    let mut stalled = Vec::with_capacity(STALLED_TAILS);
+    for _ in 0..STALLED_TAILS {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = "GET /v1/sessions/big/tail?from=0 HTTP/1.1\r\nHost: x\r\n\r\n";
+        stream.write_all(request.as_bytes()).await.expect("send");
+        stalled.push(stream);
+    }
+    let connected = started.elapsed();
+    let verifies: Vec<_> = (0..CONCURRENT_VERIFIES)
+        .map(|_| {
+            let base = base.clone();
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let started = Instant::now();
+                let response = client
+                    .get(format!("{base}/v1/sessions/big/verify"))
+                    .send()
+                    .await
+                    .expect("the server answers");
+                let status = response.status().as_u16();
+                let doc: Value = response.json().await.unwrap_or(Value::Null);
+                let ok = status == 200 && doc["sessions"][0]["ok"] == true;
+                (ok, started.elapsed())
+            })
+        })
+        .collect();
+    let mut verify_times = Vec::new();
+    let mut verifies_ok = 0;
+    for task in verifies {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if let Ok(Ok((ok, elapsed))) = tokio::time::timeout(remaining, task).await {
+            verifies_ok += usize::from(ok);
+            verify_times.push(elapsed.as_micros() as u64);
+        }
+    }
+    let verified = started.elapsed();
+    probing.store(false, std::sync::atomic::Ordering::Relaxed);
+    let mut health = probe.await.expect("the probe");
+    let _ = sampler.await;
+    let (rss_end, hwm) = rss_mib();
+    health.sort_unstable();
+    verify_times.sort_unstable();
+    let timeouts = health.iter().filter(|us| **us == u64::MAX).count();
+    let answered: Vec<u64> = health
+        .iter()
+        .copied()
+        .filter(|us| *us != u64::MAX)
+        .collect();
+    println!("| figure | value |");
+    println!("|---|---|");
+    println!(
+        "| connections opened (idle + tails) in | {:.2} s |",
+        connected.as_secs_f64()
+    );
+    println!("| verifies ok | {verifies_ok} of {CONCURRENT_VERIFIES} |");
+    println!(
+        "| verify latency p50 / max | {:.0} / {:.0} ms |",
+        percentile(&verify_times, 0.5),
+        percentile(&verify_times, 1.0)
+    );
+    println!(
+        "| run (to the last verify) | {:.1} s |",
+        verified.as_secs_f64()
+    );
+    println!(
+        "| /health probes, answered / timed out | {} / {timeouts} |",
+        answered.len()
+    );
+    println!(
+        "| /health latency p50 / p99 / max | {:.2} / {:.2} / {:.2} ms |",
+        percentile(&answered, 0.5),
+        percentile(&answered, 0.99),
+        percentile(&answered, 1.0)
+    );
+    println!("| RSS after loading the session | {rss_loaded:.0} MiB |");
+    println!(
+        "| RSS peak during the run (sampled) / at the end / VmHWM | {:.0} / {rss_end:.0} / {hwm:.0} MiB |",
+        *peak.lock().expect("no panics")
+    );
+    drop(idle);
+    drop(stalled);
+    let _ = stop.send(());
+    let stopping = Instant::now();
+    server.await.expect("the server task").expect("the server");
+    println!(
+        "| shutdown after the run | {:.2} s |",
+        stopping.elapsed().as_secs_f64()
+    );
+    if verifies_ok == CONCURRENT_VERIFIES && timeouts == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Times `/health` every [`PROBE_INTERVAL`] until `probing` is cleared; a probe that gets no
+/// answer within [`PROBE_TIMEOUT`] is recorded as `u64::MAX`. Each probe opens a new
+/// connection, as a fresh client would.
+async fn probe_health(base: String, probing: Arc<std::sync::atomic::AtomicBool>) -> Vec<u64> {
+    let mut out = Vec::new();
+    while probing.load(std::sync::atomic::Ordering::Relaxed) {
+        let client = reqwest::Client::new();
+        let started = Instant::now();
+        let answer = tokio::time::timeout(PROBE_TIMEOUT, async {
+            let response = client.get(format!("{base}/health")).send().await.ok()?;
+            (response.status().as_u16() == 200).then_some(())
+        })
+        .await;
+        out.push(match answer {
+            Ok(Some(())) => started.elapsed().as_micros() as u64,
+            _ => u64::MAX,
+        });
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+    out
 }

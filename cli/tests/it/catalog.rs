@@ -555,6 +555,16 @@ fn versions_and_ids() -> Vec<Case> {
             "import of a 300-byte id",
             with_header(&header(&"x".repeat(300))),
         ),
+        // Issue #20: `check` accepted ids that `import` refused, and both a space and a
+        // right-to-left override; the rule is now one header rule.
+        import_case(id, "import of a space", with_header(&header(" "))),
+        case(id, "check of a space", with_header(&header(" "))),
+        case(
+            id,
+            "check of a right-to-left override",
+            with_header(&header("abc\\u202efdp")),
+        ),
+        case(id, "check of a/b", with_header(&header("a/b"))),
     ]
 }
 
@@ -720,12 +730,16 @@ const EXPECTED: &[&str] = &[
     "newer-version: version 99 => 1 | header | session \"s1\" uses log format v99, but this harness reads only v3: the log was written by a newer harness \u{2014} upgrade the harness to open it",
     "newer-version: migrate of version 4 => - | - | DIR/s.jsonl:1: session \"s1\" uses log format v4, but this harness reads only v3: the log was written by a newer harness \u{2014} upgrade the harness to open it",
     "newer-version: version is negative => 1 | header | header version must be a non-negative integer, found -1",
-    "session-id: import of ../../etc/passwd => - | - | session id \"../../etc/passwd\" is refused: it is not one plain path segment [session-id]",
-    "session-id: import of a/b => - | - | session id \"a/b\" is refused: it is not one plain path segment [session-id]",
-    "session-id: import of .. => - | - | session id \"..\" is refused: it is not one plain path segment [session-id]",
-    "session-id: import of a control character => - | - | session id \"a\\u{7}b\" is refused: it holds a control character [session-id]",
+    "session-id: import of ../../etc/passwd => - | - | DIR/s.jsonl:1: header id \"../../etc/passwd\" is refused: it is not one plain path segment [header]",
+    "session-id: import of a/b => - | - | DIR/s.jsonl:1: header id \"a/b\" is refused: it is not one plain path segment [header]",
+    "session-id: import of .. => - | - | DIR/s.jsonl:1: header id \"..\" is refused: it is not one plain path segment [header]",
+    "session-id: import of a control character => - | - | DIR/s.jsonl:1: header id \"a\\u{7}b\" is refused: it holds a control character (U+0007) [header]",
     "session-id: import of an empty id => - | - | DIR/s.jsonl:1: header id must be a non-empty string [header]",
-    "session-id: import of a 300-byte id => - | - | session id \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\" is refused: it is 300 bytes long, at most 256 [session-id]",
+    "session-id: import of a 300-byte id => - | - | DIR/s.jsonl:1: header id \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\" is refused: it is 300 bytes long, at most 256 [header]",
+    "session-id: import of a space => - | - | DIR/s.jsonl:1: header id \" \" is refused: it is only whitespace [header]",
+    "session-id: check of a space => 1 | header | header id \" \" is refused: it is only whitespace",
+    "session-id: check of a right-to-left override => 1 | header | header id \"abc\\u{202e}fdp\" is refused: it holds a bidirectional formatting or separator character (U+202E)",
+    "session-id: check of a/b => 1 | header | header id \"a/b\" is refused: it is not one plain path segment",
     "non-utf8: 0xff in a row string => 6 | envelope | data: invalid unicode code point at line 1 column 53",
     "non-utf8: overlong encoding in a row => 6 | envelope | data: invalid unicode code point at line 1 column 54",
     "non-utf8: 0xfe in the header => 1 | header | header is not valid JSON: invalid unicode code point at line 1 column 37",

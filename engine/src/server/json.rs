@@ -109,6 +109,11 @@ pub(crate) fn store_error(error: &StoreError) -> (StatusCode, Value) {
             "invalid-header",
             json!({}),
         ),
+        StoreError::InvalidSessionId { session, reason } => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-session-id",
+            json!({ "session": session, "reason": reason }),
+        ),
         StoreError::SeqOutOfRange {
             session,
             seq,

@@ -9,10 +9,20 @@
 //!
 //! [`serve`] takes its listener and its shutdown future, so tests run it on port 0 and stop
 //! it at will. On shutdown it stops accepting, ends every tail, and waits for the requests in
-//! flight, so every append it accepted is answered after its commit.
+//! flight, at most [`limits::SHUTDOWN_GRACE`]: an append accepted before the signal is
+//! committed either way, and answered unless its client stopped reading.
+//!
+//! What one client can cost is bounded by [`limits`]: header, idle and body timeouts, a
+//! write-stall timeout, caps on connections and tails, a budget of body bytes in flight, the
+//! estimated decoded size of an append, semaphores on verifies and whole-session folds, and
+//! pages of `requests`.
 
+mod body;
 mod json;
+pub mod limits;
+mod listener;
 mod routes;
+mod tails;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,12 +30,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use crate::error::Error;
 use crate::log_service::LogService;
@@ -33,8 +44,7 @@ use crate::log_store::LogStore;
 use crate::pg_store::PgStore;
 use crate::store::Store;
 
-/// Largest request body accepted, in bytes; a larger one is answered 413.
-pub const BODY_BYTES_MAX: usize = 16 * 1024 * 1024;
+pub use self::limits::{ServerLimits, BODY_BYTES_MAX};
 /// Longest token file read, in bytes.
 pub const TOKEN_FILE_BYTES_MAX: u64 = 4096;
 
@@ -46,47 +56,52 @@ pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");
 pub struct ServerOptions {
     /// The bearer token every endpoint but `/health` wants; `None`: no authentication.
     pub token: Option<String>,
+    /// What one client may cost; [`Default`] is the constants of [`limits`].
+    pub limits: ServerLimits,
 }
 
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub(crate) service: LogService,
     token: Option<Arc<str>>,
+    limits: Arc<ServerLimits>,
+    bodies: body::BodyBudget,
+    tails: tails::TailSlots,
+    verifies: Arc<Semaphore>,
+    folds: Arc<Semaphore>,
 }
 
 /// The router of every endpoint over `service`.
 pub fn router(service: LogService, options: ServerOptions) -> Router {
+    let limits = options.limits;
     let state = AppState {
         service,
         token: options.token.map(Arc::from),
+        bodies: body::BodyBudget::new(&limits),
+        tails: tails::TailSlots::new(limits.tails_max, limits.tails_per_token_max),
+        verifies: Arc::new(Semaphore::new(limits.verifies_max)),
+        folds: Arc::new(Semaphore::new(limits.folds_max)),
+        limits: Arc::new(limits),
     };
     let protected = routes::protected()
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     routes::open()
         .merge(protected)
-        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
         .layer(middleware::from_fn(log_request))
         .with_state(state)
 }
 
 /// Serves `service` on `listener` until `shutdown` resolves, then ends the tails and waits for
-/// the requests in flight.
+/// the requests in flight, at most the shutdown grace.
 pub async fn serve(
     listener: TcpListener,
     service: LogService,
     options: ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let limits = options.limits.clone();
     let app = router(service.clone(), options);
-    let closing = service.clone();
-    let signal = async move {
-        shutdown.await;
-        tracing::info!("shutting down: finishing requests in flight");
-        closing.close();
-    };
-    axum::serve(listener, app)
-        .with_graceful_shutdown(signal)
-        .await
+    listener::serve_connections(listener, app, &limits, shutdown, || service.close()).await
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM. The handlers are installed when this is called,
@@ -166,7 +181,11 @@ pub fn run(config: &ServeConfig, on_listening: impl FnOnce(SocketAddr)) -> Resul
         let shutdown = shutdown_signal();
         tracing::info!(%addr, backend = service.store().backend_name(), "listening");
         on_listening(addr);
-        serve(listener, service, ServerOptions { token }, shutdown)
+        let options = ServerOptions {
+            token,
+            limits: ServerLimits::default(),
+        };
+        serve(listener, service, options, shutdown)
             .await
             .map_err(|e| Error::io(Path::new(&addr.to_string()), e))?;
         tracing::info!(%addr, "stopped");

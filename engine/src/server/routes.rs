@@ -2,8 +2,9 @@
 //! `json`.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -17,7 +18,12 @@ use serde_json::value::RawValue;
 use sessionlog_format::row::{decode_row, Decoded, RowContext};
 use sessionlog_format::{Event, FormatVersion, Rule, SessionHeader, Violation};
 
+use super::body::read_body;
 use super::json::{self, respond};
+use super::limits::{
+    decoded_cost, HEADER_BODY_BYTES_MAX, REQUESTS_BODIES_PAGE_ROWS_DEFAULT,
+    REQUESTS_BODIES_PAGE_ROWS_MAX, REQUESTS_PAGE_ROWS_DEFAULT, REQUESTS_PAGE_ROWS_MAX,
+};
 use super::{AppState, OPENAPI_JSON};
 use crate::log_store::{self, READ_EVENTS_MAX};
 use crate::requests::RequestOptions;
@@ -90,8 +96,13 @@ async fn list_sessions(State(state): State<AppState>) -> Response {
 }
 
 /// The body is the session's V3 header line (its `id` names the session).
-async fn create_session(State(state): State<AppState>, body: Bytes) -> Response {
-    let header: SessionHeader = match serde_json::from_slice(&body) {
+async fn create_session(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let bytes_max = HEADER_BODY_BYTES_MAX.min(state.limits.body_bytes_max);
+    let body = match read_body(&state.bodies, &state.limits, &headers, body, bytes_max).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    let header: SessionHeader = match serde_json::from_slice(&body.bytes) {
         Ok(header) => header,
         Err(error) => return bad_request(format!("the body is not a session header: {error}")),
     };
@@ -137,6 +148,25 @@ struct AppendBody<'a> {
     events: Vec<&'a RawValue>,
 }
 
+/// 413 `decoded-too-large` when the batch's rows would decode to more than `decoded_max`
+/// bytes by [`decoded_cost`]: wide arrays cost per element, not per byte of text.
+fn check_decoded_size(body: &AppendBody<'_>, decoded_max: u64) -> Result<(), Box<Response>> {
+    let decoded = body
+        .events
+        .iter()
+        .map(|row| decoded_cost(row.get().as_bytes()))
+        .fold(0u64, u64::saturating_add);
+    if decoded <= decoded_max {
+        return Ok(());
+    }
+    Err(Box::new(respond(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &json!({ "error": "decoded-too-large",
+            "message": format!("the events would take about {decoded} bytes decoded, at most {decoded_max}"),
+            "decodedBytes": decoded, "decodedBytesMax": decoded_max }),
+    )))
+}
+
 /// Decodes the batch's rows as V3 events; a row that breaks an envelope rule is refused with
 /// its seq and rule, as the store refuses an event.
 fn decode_batch(session: &str, body: &AppendBody<'_>) -> Result<Vec<Event>, StoreError> {
@@ -173,9 +203,15 @@ fn decode_batch(session: &str, body: &AppendBody<'_>) -> Result<Vec<Event>, Stor
 async fn append(
     State(state): State<AppState>,
     Path(session): Path<String>,
-    body: Bytes,
+    headers: HeaderMap,
+    body: Body,
 ) -> Response {
-    let parsed: AppendBody<'_> = match serde_json::from_slice(&body) {
+    let bytes_max = state.limits.body_bytes_max;
+    let body = match read_body(&state.bodies, &state.limits, &headers, body, bytes_max).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    let parsed: AppendBody<'_> = match serde_json::from_slice(&body.bytes) {
         Ok(parsed) => parsed,
         Err(error) => {
             return bad_request(format!(
@@ -183,6 +219,12 @@ async fn append(
             ))
         }
     };
+    // The event count is refused first (`decode_batch`), as before the decoded bound existed.
+    if parsed.events.len() <= BATCH_EVENTS_MAX {
+        if let Err(refused) = check_decoded_size(&parsed, state.limits.decoded_bytes_max) {
+            return *refused;
+        }
+    }
     let events = match decode_batch(&session, &parsed) {
         Ok(events) => events,
         Err(error) => return store_failure(&error),
@@ -262,24 +304,41 @@ async fn tail(
         Some(None) => return bad_request("Last-Event-ID must be a seq"),
         None => query.from.unwrap_or(0),
     };
+    // Auth has passed, so the token presented is the server's; without one, one bucket.
+    let token = match state.token {
+        Some(_) => headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default(),
+        None => "",
+    };
+    let slot = match state.tails.take(token) {
+        Ok(slot) => slot,
+        Err(refused) => return *refused,
+    };
     match state.service.tail(&session, from_seq).await {
-        Ok(tail) => Sse::new(tail_stream(tail))
+        Ok(tail) => Sse::new(tail_stream(tail, slot))
             .keep_alive(KeepAlive::default())
             .into_response(),
         Err(error) => store_failure(&error),
     }
 }
 
-fn tail_stream(tail: crate::log_service::Tail) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    futures_util::stream::unfold(Some(tail), |tail| async move {
-        let mut tail = tail?;
+/// The tail's events as SSE; the stream owns the tail's slot, so the slot is freed when the
+/// connection drops the stream.
+fn tail_stream(
+    tail: crate::log_service::Tail,
+    slot: super::tails::TailSlot,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures_util::stream::unfold(Some((tail, slot)), |tail| async move {
+        let (mut tail, slot) = tail?;
         match tail.next().await? {
             Ok(event) => {
                 let sse = SseEvent::default()
                     .event("event")
                     .id(event.seq.to_string())
                     .data(json::event_row(&event));
-                Some((Ok(sse), Some(tail)))
+                Some((Ok(sse), Some((tail, slot))))
             }
             Err(error) => {
                 let (_, body) = json::store_error(&error);
@@ -301,9 +360,13 @@ async fn messages(
     Path(session): Path<String>,
     Query(query): Query<AtQuery>,
 ) -> Response {
+    let permit = fold_permit(&state).await;
     let folded = state
         .service
-        .run(move |store| log_store::fold_session(store, &session, query.at))
+        .run(move |store| {
+            let _permit = permit;
+            log_store::fold_session(store, &session, query.at)
+        })
         .await;
     match folded {
         Ok(folded) => match json::messages(&folded) {
@@ -319,9 +382,13 @@ async fn surface(
     Path(session): Path<String>,
     Query(query): Query<AtQuery>,
 ) -> Response {
+    let permit = fold_permit(&state).await;
     let folded = state
         .service
-        .run(move |store| log_store::fold_session(store, &session, query.at))
+        .run(move |store| {
+            let _permit = permit;
+            log_store::fold_session(store, &session, query.at)
+        })
         .await;
     match folded {
         Ok(folded) => respond(StatusCode::OK, &json::surface(&folded)),
@@ -329,12 +396,25 @@ async fn surface(
     }
 }
 
+/// A turn for a whole-session fold; waits while [`super::limits::FOLDS_MAX`] run.
+async fn fold_permit(state: &AppState) -> tokio::sync::OwnedSemaphorePermit {
+    Arc::clone(&state.folds)
+        .acquire_owned()
+        .await
+        .expect("the semaphore is never closed")
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RequestsQuery {
     bodies: Option<bool>,
+    from: Option<u64>,
+    limit: Option<u64>,
 }
 
+/// The `requests` document of one page of rows: `?from=` (a row index, default 0) and
+/// `?limit=` (default and maximum by whether rows carry bodies); `summary` covers the whole
+/// session and `page.nextFrom` is the index after the page (`null` after the last row).
 async fn requests(
     State(state): State<AppState>,
     Path(session): Path<String>,
@@ -343,13 +423,36 @@ async fn requests(
     let options = RequestOptions {
         bodies: query.bodies.unwrap_or(false),
     };
+    let (default, max) = if options.bodies {
+        (
+            REQUESTS_BODIES_PAGE_ROWS_DEFAULT,
+            REQUESTS_BODIES_PAGE_ROWS_MAX,
+        )
+    } else {
+        (REQUESTS_PAGE_ROWS_DEFAULT, REQUESTS_PAGE_ROWS_MAX)
+    };
+    let limit = query.limit.unwrap_or(default);
+    if limit == 0 || limit > max {
+        return bad_request(format!("limit must be 1 to {max}"));
+    }
+    let from = query.from.unwrap_or(0);
+    let rows = from..from.saturating_add(limit);
+    let permit = fold_permit(&state).await;
     let report = state
         .service
-        .run(move |store| log_store::requests(store, &session, options))
+        .run(move |store| {
+            let _permit = permit;
+            log_store::requests_page(store, &session, options, rows)
+        })
         .await;
     match report {
         Ok(report) => match json::requests(&report) {
-            Ok(body) => respond(StatusCode::OK, &body),
+            Ok(mut body) => {
+                let end = from.saturating_add(limit);
+                let next_from = (end < report.summary.requests).then_some(end);
+                body["page"] = json!({ "from": from, "limit": limit, "nextFrom": next_from });
+                respond(StatusCode::OK, &body)
+            }
             Err(error) => internal(error),
         },
         Err(error) => store_failure(&error),
@@ -366,10 +469,19 @@ async fn verify_all(State(state): State<AppState>) -> Response {
     verify(state, Vec::new()).await
 }
 
+/// Waits for a turn while [`super::limits::VERIFIES_MAX`] verifies run; the turn is held
+/// until the verify itself ends, even when its client has gone.
 async fn verify(state: AppState, sessions: Vec<String>) -> Response {
+    let permit = Arc::clone(&state.verifies)
+        .acquire_owned()
+        .await
+        .expect("the semaphore is never closed");
     match state
         .service
-        .run(move |store| store.verify(&sessions))
+        .run(move |store| {
+            let _permit = permit;
+            store.verify(&sessions)
+        })
         .await
     {
         Ok(reports) => respond(StatusCode::OK, &json::verify(&reports)),

@@ -38,8 +38,8 @@ use self::wal::{FrameBuilder, Replay, Wal, WalEntry};
 
 /// Most events one batch may carry.
 pub const BATCH_EVENTS_MAX: usize = 65_536;
-/// Longest session id the store keeps, in bytes of UTF-8.
-pub const SESSION_ID_BYTES_MAX: usize = 256;
+/// Longest session id the store keeps, in bytes of UTF-8 (the header rule's bound).
+pub use sessionlog_format::header::SESSION_ID_BYTES_MAX;
 /// A fold checkpoint is written when this many events have been appended since the last one.
 pub const CHECKPOINT_INTERVAL_EVENTS: u64 = 1024;
 
@@ -107,33 +107,13 @@ pub enum StoreError {
     },
 }
 
-/// The rule for the ids of stored sessions: non-empty, at most [`SESSION_ID_BYTES_MAX`] bytes,
-/// no control characters, and one plain path segment (no `/` or `\`, not `.` or `..`). Ids
-/// are printed in `SESSION@SEQ` diagnostics and become file names in operator scripts
-/// (`export -o "$id.v3.jsonl"`), so an id that could traverse paths is refused at the door.
+/// The session-id rule of `format` ([`sessionlog_format::header::check_session_id`]) as a
+/// store error; every backend calls it before creating a session.
 pub fn check_session_id(id: &str) -> Result<(), StoreError> {
-    let refuse = |reason: &str| {
-        Err(StoreError::InvalidSessionId {
-            session: id.to_owned(),
-            reason: reason.to_owned(),
-        })
-    };
-    if id.is_empty() {
-        return refuse("it is empty");
-    }
-    if id.len() > SESSION_ID_BYTES_MAX {
-        return refuse(&format!(
-            "it is {} bytes long, at most {SESSION_ID_BYTES_MAX}",
-            id.len()
-        ));
-    }
-    if id.chars().any(char::is_control) {
-        return refuse("it holds a control character");
-    }
-    if id.contains(['/', '\\']) || id == "." || id == ".." {
-        return refuse("it is not one plain path segment");
-    }
-    Ok(())
+    sessionlog_format::header::check_session_id(id).map_err(|reason| StoreError::InvalidSessionId {
+        session: id.to_owned(),
+        reason,
+    })
 }
 
 /// Admits `events` into `fold` as the batch that must start at `expected_next_seq`: the
@@ -875,6 +855,11 @@ impl Store {
         from_seq: u64,
         to_seq: u64,
     ) -> Result<Vec<Event>, StoreError> {
+        // A range from the head or past it is empty, as on every backend: the record before
+        // it is absent because it was never written, which is not a corruption (issue #20).
+        if from_seq >= self.head(session)?.next_seq {
+            return Ok(Vec::new());
+        }
         guard("reading events", || {
             let txn = self.db.begin_read().map_err(StoreError::storage)?;
             session::read_range(&txn, session, from_seq, to_seq)

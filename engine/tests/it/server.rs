@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
@@ -14,7 +15,7 @@ use serde_json::{json, Value};
 use sessionlog_engine::log_service::LogService;
 use sessionlog_engine::log_store::{self, LogStore};
 use sessionlog_engine::pg_store::PgStore;
-use sessionlog_engine::server::{serve, ServerOptions, BODY_BYTES_MAX};
+use sessionlog_engine::server::{serve, ServerLimits, ServerOptions, BODY_BYTES_MAX};
 use sessionlog_engine::store::Store;
 use sessionlog_format::{Event, FormatVersion, SessionHeader, SurfaceOp};
 use tokio::sync::oneshot;
@@ -40,6 +41,18 @@ impl TestServer {
         TestServer::start(service, store, token, Some(dir)).await
     }
 
+    /// A redb server with `limits` instead of the defaults.
+    async fn limited(limits: ServerLimits) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("store.redb")).unwrap());
+        let service = LogService::local(Arc::clone(&store));
+        let options = ServerOptions {
+            token: None,
+            limits,
+        };
+        TestServer::start_with(service, store, options, Some(dir)).await
+    }
+
     async fn postgres(url: &str) -> TestServer {
         let url = url.to_owned();
         let store = tokio::task::spawn_blocking(move || PgStore::connect(&url))
@@ -57,12 +70,22 @@ impl TestServer {
         token: Option<&str>,
         dir: Option<tempfile::TempDir>,
     ) -> TestServer {
+        let options = ServerOptions {
+            token: token.map(str::to_owned),
+            limits: ServerLimits::default(),
+        };
+        TestServer::start_with(service, store, options, dir).await
+    }
+
+    async fn start_with(
+        service: LogService,
+        store: Arc<dyn LogStore>,
+        options: ServerOptions,
+        dir: Option<tempfile::TempDir>,
+    ) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (shutdown, stop) = oneshot::channel::<()>();
-        let options = ServerOptions {
-            token: token.map(str::to_owned),
-        };
         let task = tokio::spawn(serve(listener, service, options, async move {
             let _ = stop.await;
         }));
@@ -283,6 +306,52 @@ async fn check_core(server: &TestServer, test: &str) {
         (status, missing["error"].clone()),
         (404, json!("unknown-session"))
     );
+    check_client_errors(server, id, n).await;
+}
+
+/// Issue #20, finding 3: client errors are 4xx with a stable code. A read from the head or
+/// past it is an empty range (it answered 500 "the store is corrupt: ... the record is
+/// missing"), and a create body whose id breaks the session-id rule is 422
+/// `invalid-session-id` (it answered 500 "storage"; a space and a right-to-left override were
+/// accepted).
+async fn check_client_errors(server: &TestServer, id: &str, n: u64) {
+    for from_seq in [n, n + 1, n + 1000, u64::MAX] {
+        let (status, past) = server
+            .get(&format!("/v1/sessions/{id}/events?from={from_seq}"))
+            .await;
+        assert_eq!(status, 200, "from={from_seq}: {past}");
+        assert_eq!(past["events"], json!([]));
+        assert_eq!(
+            (past["fromSeq"].clone(), past["nextSeq"].clone()),
+            (json!(from_seq), json!(n))
+        );
+    }
+    let long = "x".repeat(300);
+    let refused = [
+        " ",
+        "\u{3000}",
+        "abc\u{202E}fdp",
+        "a\u{2067}b",
+        "\u{200F}",
+        "a\u{7}b",
+        "a/b",
+        "..",
+        &long,
+    ];
+    for bad in refused {
+        let header = SessionHeader::new_v3(bad, 1);
+        let (status, answer) = server
+            .post("/v1/sessions", &serde_json::to_value(&header).unwrap())
+            .await;
+        assert_eq!(status, 422, "{bad:?}: {answer}");
+        assert_eq!(answer["error"], "invalid-session-id", "{bad:?}");
+        assert_eq!(answer["session"], bad);
+    }
+    let (_, listed) = server.get("/v1/sessions").await;
+    let ids = listed["sessions"].as_array().unwrap();
+    assert!(ids
+        .iter()
+        .all(|listed| !refused.contains(&listed.as_str().unwrap())));
 }
 
 // Goal: the core suite on the embedded store.
@@ -603,5 +672,223 @@ fn http_tail_on_postgres_follows_another_servers_commits() {
         drop(tail);
         writer.stop().await;
         reader.stop().await;
+    });
+}
+
+/// The address part of a test server's base URL.
+fn addr(server: &TestServer) -> String {
+    server.base.trim_start_matches("http://").to_owned()
+}
+
+/// Everything a raw connection receives until the server closes it; `None` when it is still
+/// open after `wait`.
+async fn until_closed(stream: &mut tokio::net::TcpStream, wait: Duration) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(wait, stream.read_to_end(&mut out)).await;
+    match read {
+        Ok(_) => Some(String::from_utf8_lossy(&out).into_owned()),
+        Err(_) => None,
+    }
+}
+
+async fn raw(server: &TestServer, request: &[u8]) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(addr(server)).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    stream
+}
+
+fn small_limits() -> ServerLimits {
+    ServerLimits {
+        header_read_timeout: Duration::from_millis(300),
+        body_read_timeout: Duration::from_millis(500),
+        write_stall_timeout: Duration::from_millis(500),
+        shutdown_grace: Duration::from_secs(1),
+        connections_max: 64,
+        tails_max: 3,
+        tails_per_token_max: 2,
+        decoded_bytes_max: 1024 * 1024,
+        ..ServerLimits::default()
+    }
+}
+
+async fn open_tail(server: &TestServer, session: &str) -> (u16, reqwest::Response) {
+    let response = server
+        .client
+        .get(server.url(&format!("/v1/sessions/{session}/tail")))
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response)
+}
+
+// Goal: issue #20, finding 2, at CI size: the limits fire. An idle connection and a
+// slowloris header are closed by the header timeout; a lying Content-Length is answered 408
+// `body-timeout` by the body timeout; the per-token tail cap answers 429 `too-many-tails` and
+// the overall cap 503 `tails-full`; an append whose events would decode far beyond their
+// bytes (a wide array) is 413 `decoded-too-large` and writes nothing; `/health` answers
+// throughout. Method: a server with small limits (hundreds of milliseconds, 2 and 3 tails),
+// raw TCP clients for the malformed ones, every wait bounded.
+#[test]
+fn http_limits_close_slow_clients_and_cap_tails() {
+    runtime().block_on(async {
+        let server = TestServer::limited(small_limits()).await;
+        let id = unique_id("limits-fire");
+        server.create(&header(&id)).await;
+
+        let mut idle = raw(&server, b"").await;
+        let mut slowloris = raw(&server, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow:").await;
+        let lying = format!(
+            "POST /v1/sessions/{id}/events HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{{\"expe"
+        );
+        let mut lying = raw(&server, lying.as_bytes()).await;
+        let (status, _) = server.get("/health").await;
+        assert_eq!(status, 200);
+        let wait = Duration::from_secs(5);
+        assert!(until_closed(&mut idle, wait).await.is_some(), "idle stays open");
+        assert!(until_closed(&mut slowloris, wait).await.is_some(), "slowloris stays open");
+        let answer = until_closed(&mut lying, wait).await.expect("lying body stays open");
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("\"body-timeout\""), "{answer}");
+
+        let (first, _a) = open_tail(&server, &id).await;
+        let (second, _b) = open_tail(&server, &id).await;
+        assert_eq!((first, second), (200, 200));
+        let (status, refused) = open_tail(&server, &id).await;
+        let refused: Value = refused.json().await.unwrap();
+        assert_eq!((status, refused["error"].clone()), (429, json!("too-many-tails")));
+
+        let wide = format!("[{}1]", "1,".repeat(20_000));
+        let body = format!("{{\"expectedNextSeq\":0,\"events\":[{wide}]}}");
+        let response = server
+            .client
+            .post(server.url(&format!("/v1/sessions/{id}/events")))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 413);
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["error"], "decoded-too-large", "{answer}");
+        let (_, head) = server.get(&format!("/v1/sessions/{id}/head")).await;
+        assert_eq!(head["nextSeq"], 0);
+        server.stop().await;
+
+        // The overall cap, with a per-token share above it.
+        let server = TestServer::limited(ServerLimits {
+            tails_per_token_max: 10,
+            ..small_limits()
+        })
+        .await;
+        server.create(&header(&id)).await;
+        let mut open = Vec::new();
+        for _ in 0..3 {
+            let (status, tail) = open_tail(&server, &id).await;
+            assert_eq!(status, 200);
+            open.push(tail);
+        }
+        let (status, refused) = open_tail(&server, &id).await;
+        let refused: Value = refused.json().await.unwrap();
+        assert_eq!((status, refused["error"].clone()), (503, json!("tails-full")));
+        server.stop().await;
+    });
+}
+
+// Goal: the connection cap answers 503 `too-many-connections` and closes, and SIGTERM's
+// shutdown ends within the grace while a client holds a request open (a body that never
+// arrives, with a body timeout far longer than the grace). Method: 4 connections allowed,
+// header and body timeouts of 10 s, a grace of 1 s; the stop is timed.
+#[test]
+fn http_connection_cap_and_bounded_shutdown() {
+    runtime().block_on(async {
+        let server = TestServer::limited(ServerLimits {
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(10),
+            connections_max: 4,
+            ..small_limits()
+        })
+        .await;
+        let id = unique_id("cap");
+        server.create(&header(&id)).await;
+        let stalled = format!(
+            "POST /v1/sessions/{id}/events HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{{"
+        );
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(raw(&server, stalled.as_bytes()).await);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut over = raw(&server, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        let answer = until_closed(&mut over, Duration::from_secs(5))
+            .await
+            .expect("the connection over the cap is closed");
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.contains("\"too-many-connections\""), "{answer}");
+        let started = std::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(5), server.stop())
+            .await
+            .expect("shutdown ends within the grace");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        for mut stream in held {
+            assert!(until_closed(&mut stream, Duration::from_secs(2))
+                .await
+                .is_some());
+        }
+    });
+}
+
+// Goal: `requests` answers pages (issue #20: `requests?bodies=true` of a 10k-event session
+// answered 541 MB): `limit` rows from `from`, `page.nextFrom`, the whole-session summary,
+// and a limit over the maximum is 400. Method: a generated session, pages of one row with
+// bodies against the unpaged library report.
+#[test]
+fn http_requests_are_paged() {
+    runtime().block_on(async {
+        let server = TestServer::redb(None).await;
+        let (header, batches) = generated_session("requests-page", 400);
+        server.create(&header).await;
+        append_batches(&server, &header, &batches).await;
+        let id = &header.id;
+        let store = Arc::clone(&server.store);
+        let session = id.clone();
+        let all = tokio::task::spawn_blocking(move || {
+            let options = sessionlog_engine::requests::RequestOptions { bodies: true };
+            log_store::requests(store.as_ref(), &session, options).unwrap()
+        })
+        .await
+        .unwrap();
+        let n = all.summary.requests;
+        assert!(n >= 2, "the session has requests");
+        let (status, page) = server
+            .get(&format!(
+                "/v1/sessions/{id}/requests?bodies=true&from=1&limit=1"
+            ))
+            .await;
+        assert_eq!(status, 200, "{page}");
+        let rows = page["requests"].as_array().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["index"], 1);
+        let expected = sessionlog_engine::documents::requests(&all).unwrap();
+        assert_eq!(rows[0], expected["requests"][1]);
+        assert_eq!(page["summary"], expected["summary"]);
+        let next = if n > 2 { json!(2) } else { Value::Null };
+        assert_eq!(
+            page["page"],
+            json!({ "from": 1, "limit": 1, "nextFrom": next })
+        );
+        let (status, _) = server
+            .get(&format!("/v1/sessions/{id}/requests?bodies=true&limit=65"))
+            .await;
+        assert_eq!(status, 400);
+        let (status, past) = server
+            .get(&format!("/v1/sessions/{id}/requests?from={n}"))
+            .await;
+        assert_eq!((status, past["requests"].clone()), (200, json!([])));
+        server.stop().await;
     });
 }
