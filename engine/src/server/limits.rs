@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use sessionlog_format::budget;
+
 /// Longest wait for a request's header, from the moment a connection waits for one (a new
 /// connection, or a keep-alive one between requests) to its last header byte. An idle
 /// connection and a slowloris client are closed when it passes.
@@ -50,7 +52,7 @@ pub const DECODED_BYTES_MAX: u64 = 128 * 1024 * 1024;
 /// What one JSON value (a number, a string, an array or object, a member) is counted to cost
 /// once decoded, in bytes, on top of the row's text; measured at about 130 for a wide array
 /// of small numbers.
-pub const DECODED_VALUE_BYTES: u64 = 128;
+pub const DECODED_VALUE_BYTES: u64 = budget::DECODED_BYTES_PER_VALUE_MAX;
 /// Rows of `requests` in one answer by default, and at most (`?limit=`).
 pub const REQUESTS_PAGE_ROWS_DEFAULT: u64 = 100;
 pub const REQUESTS_PAGE_ROWS_MAX: u64 = 1000;
@@ -95,30 +97,10 @@ impl Default for ServerLimits {
 }
 
 /// The estimated decoded size of one JSON text: its bytes plus [`DECODED_VALUE_BYTES`] per
-/// value. Values are counted by their separators and openers outside strings (`,` `:` `[`
-/// `{`, plus one), a slight overcount that needs no parse. `text` is valid JSON (the body was
-/// parsed into raw rows first), so strings end.
+/// value, its values counted by the reader's own pre-scan ([`budget::count_values`]: the
+/// separators and openers outside strings, plus one), a slight overcount that needs no parse.
 pub fn decoded_cost(text: &[u8]) -> u64 {
-    let mut values = 1u64;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &byte in text {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if byte == b'\\' {
-                escaped = true;
-            } else if byte == b'"' {
-                in_string = false;
-            }
-        } else {
-            match byte {
-                b'"' => in_string = true,
-                b',' | b':' | b'[' | b'{' => values += 1,
-                _ => {}
-            }
-        }
-    }
+    let values = budget::count_values(text, u64::MAX).saturating_add(1);
     (text.len() as u64).saturating_add(values.saturating_mul(DECODED_VALUE_BYTES))
 }
 
