@@ -62,7 +62,14 @@ fn string_end(line: &[u8], mut pos: usize) -> usize {
 }
 
 /// Refuses a line whose value count passes [`JSON_VALUES_MAX`]; the message names the limit.
+///
+/// Every counted value is one byte of the line, so a line of at most [`JSON_VALUES_MAX`] bytes
+/// is within the budget without a scan: the scan runs only for the rare line longer than
+/// that, and costs the ordinary read nothing.
 pub fn check_values(line: &[u8]) -> Result<(), String> {
+    if line.len() as u64 <= JSON_VALUES_MAX {
+        return Ok(());
+    }
     let count = count_values(line, JSON_VALUES_MAX);
     if count > JSON_VALUES_MAX {
         return Err(format!(
@@ -106,5 +113,29 @@ mod tests {
         let refused = check_values(&wide(JSON_VALUES_MAX + 1)).unwrap_err();
         assert!(refused.contains("1048576 JSON values"), "{refused}");
         assert_eq!(count_values(&wide(10), 3), 4);
+    }
+
+    // Goal: the short cut of `check_values` is exact: a count never passes the line's length,
+    // so a line of at most the budget's bytes needs no scan. Method: the densest shapes (every
+    // byte structural) count exactly their length, and nothing counts more.
+    #[test]
+    fn a_count_never_passes_the_line_length() {
+        for line in [
+            &b"[[[[[["[..],
+            b",,,,,,",
+            b"{:{:{:",
+            b"[,{:",
+            b"",
+            b"\"[\"[,",
+        ] {
+            assert!(
+                count_values(line, u64::MAX) <= line.len() as u64,
+                "{line:?}"
+            );
+        }
+        assert_eq!(count_values(b"[,{:[,{:", u64::MAX), 8);
+        let dense = vec![b','; JSON_VALUES_MAX as usize];
+        assert_eq!(count_values(&dense, u64::MAX), JSON_VALUES_MAX);
+        assert!(check_values(&dense).is_ok());
     }
 }
