@@ -93,7 +93,7 @@ fn title(seq: u64) -> Value {
         seq,
         0,
         EventType::SessionTitle,
-        json!({"title": "load", "messageSeqs": [], "source": {"kind": "fallback"}}),
+        json!({"title": "load", "messageSeqs": [], "source": {"kind": "user"}}),
     );
     let mut out = Vec::new();
     sessionlog_format::row::encode_row(&event, FormatVersion::V3, &mut out);

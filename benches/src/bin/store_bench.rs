@@ -281,7 +281,7 @@ fn derive_after_append(store: &Store, id: &str, scratch_s: f64) -> Row {
         head.next_seq,
         0,
         sessionlog_format::EventType::SessionTitle,
-        json!({"title": "t", "messageSeqs": [], "source": {"kind": "fallback"}}),
+        json!({"title": "t", "messageSeqs": [], "source": {"kind": "user"}}),
     );
     store
         .append(id, head.next_seq, vec![event])

@@ -296,7 +296,7 @@ fn derive_after_append_cell(
                 next_seq,
                 0,
                 EventType::SessionTitle,
-                json!({"title": "t", "messageSeqs": [], "source": {"kind": "fallback"}}),
+                json!({"title": "t", "messageSeqs": [], "source": {"kind": "user"}}),
             );
             store
                 .append(&id, next_seq, vec![event])
