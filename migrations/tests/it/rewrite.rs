@@ -8,7 +8,7 @@ use sessionlog_migrations::Reason;
 
 use crate::support::*;
 
-const SUMMARY: &str = r#"{"type":"compaction/summary","data":{"compactionId":"c1","summary":"s","shadowedRange":{"start":2,"end":2},"shadowedSeqs":[2],"shadowedTokenCount":5,"provider":"p","model":"m"}}"#;
+const SUMMARY: &str = r#"{"type":"compaction/summary","data":{"compactionId":"c1","summary":[{"type":"text","text":"s"}],"shadowedRange":{"start":2,"end":2},"shadowedSeqs":[2],"shadowedTokenCount":5,"provider":"p","model":"m"}}"#;
 const PRUNE: &str = r#"{"type":"compaction/prune","data":{"shadowedRange":{"start":3,"end":3},"shadowedSeqs":[3],"shadowedTokenCount":5}}"#;
 
 /// Every remapped field once: title, title request, command/done, summary, prune, and the

@@ -40,7 +40,7 @@ fn source() -> Vec<String> {
         r#"{"type":"sandbox/mode","data":{"mode":"workspace-write"}}"#,
         r#"{"type":"approval/policy","data":{"policy":"ask"}}"#,
         r#"{"type":"compaction/start","data":{"compactionId":"c1","turn":2}}"#,
-        r#"{"type":"compaction/summary","data":{"compactionId":"c1","summary":"s","shadowedRange":{"start":7,"end":7},"shadowedSeqs":[7],"shadowedTokenCount":9,"provider":"p","model":"m"}}"#,
+        r#"{"type":"compaction/summary","data":{"compactionId":"c1","summary":[{"type":"text","text":"s"}],"shadowedRange":{"start":7,"end":7},"shadowedSeqs":[7],"shadowedTokenCount":9,"provider":"p","model":"m"}}"#,
         r#"{"type":"user/message","data":{"id":"k1","role":"user","source":{"kind":"plugin","plugin":"compact","compactionId":"c1"},"content":[{"type":"text","text":"summary"}]},"surfaceOp":{"op":"replace","start":7,"end":7},"sourceEventSeqs":[18,19,7]}"#,
         r#"{"type":"compaction/end","data":{"compactionId":"c1","turn":2}}"#,
         r#"{"type":"step/start","data":{"turn":2,"step":1}}"#,
