@@ -855,15 +855,21 @@ impl Store {
         from_seq: u64,
         to_seq: u64,
     ) -> Result<Vec<Event>, StoreError> {
-        // A range from the head or past it is empty, as on every backend: the record before
-        // it is absent because it was never written, which is not a corruption (issue #20).
-        if from_seq >= self.head(session)?.next_seq {
-            return Ok(Vec::new());
-        }
-        guard("reading events", || {
+        let read = guard("reading events", || {
             let txn = self.db.begin_read().map_err(StoreError::storage)?;
             session::read_range(&txn, session, from_seq, to_seq)
-        })
+        });
+        // A range from the head or past it is empty, as on every backend: the record before
+        // it is absent because it was never written, which is not a corruption (issue #20).
+        // The head is asked only then, so a read of a damaged session's intact prefix never
+        // needs the whole session to load.
+        match read {
+            Err(error) => match self.head(session) {
+                Ok(head) if from_seq >= head.next_seq => Ok(Vec::new()),
+                _ => Err(error),
+            },
+            read => read,
+        }
     }
 
     /// The fold as of `at_seq` inclusive (`None`: the head).

@@ -58,6 +58,7 @@ mod legacy;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -906,6 +907,9 @@ fn sketch_entries(payload: &[u8], frame: &mut DamagedFrame) {
         return;
     };
     let mut rest = &payload[4..];
+    // One session's events in one frame are dense (a group's batches of one session follow
+    // each other), so a seq that breaks its session's run is damage, not a seq the frame held.
+    let mut last_seq: HashMap<u64, u64> = HashMap::new();
     for _ in 0..n_entries {
         let Some((tag, after)) = rest.split_first() else {
             return;
@@ -919,7 +923,14 @@ fn sketch_entries(payload: &[u8], frame: &mut DamagedFrame) {
             return;
         };
         match entry {
-            WalEntry::Event { key, seq, .. } => frame.events.push((key, seq)),
+            WalEntry::Event { key, seq, .. } => {
+                if let Some(previous) = last_seq.insert(key, seq) {
+                    if previous.checked_add(1) != Some(seq) {
+                        return;
+                    }
+                }
+                frame.events.push((key, seq));
+            }
             WalEntry::Session { record } => frame.session_records.push(record),
         }
         rest = after;
