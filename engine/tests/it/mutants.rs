@@ -353,8 +353,20 @@ fn append(
     events: Vec<Event>,
 ) -> Option<(u64, String, String)> {
     let mut header = header.clone();
-    header.id = unique_id("mutant");
+    let old_id = std::mem::replace(&mut header.id, unique_id("mutant"));
     backend.store.create_session(&header, false).unwrap();
+    // The session is renamed so that backends can be shared between runs; a delivery marker
+    // that named the old id names the new one, as the file's marker named the file's id.
+    let mut events = events;
+    for event in &mut events {
+        if let sessionlog_format::EventData::Other(Value::Object(data)) = &mut event.data {
+            if event.kind.as_str().ends_with("/delivery-accepted")
+                && data.get("sessionId").and_then(Value::as_str) == Some(old_id.as_str())
+            {
+                data.insert("sessionId".to_owned(), Value::String(header.id.clone()));
+            }
+        }
+    }
     let request = AppendRequest {
         session: header.id.clone(),
         expected_next_seq: 0,
