@@ -1,10 +1,13 @@
 //! Crash repair on reopen (spec 12.4, `interruptedTurnClosers`): an open turn gets one
 //! `tool/result` per pending call, `step/end` when a step is open, and
-//! `turn/end {kind: interrupted}`, with seqs after the last event and its time.
+//! `turn/end {kind: interrupted}`, with seqs after the last event and its time. A compaction
+//! the crash left open inside that turn is ended first, as failed (`compaction/end` with an
+//! `error`): the relationship rules refuse a `turn/end` that crosses an open compaction
+//! (spec 12.2), and dsh's closers, written before those rules, never meet one.
 
 use serde_json::json;
 use sessionlog_format::message::ToolResultBlock;
-use sessionlog_format::payload::{StepRef, ToolResultData, TurnEnd};
+use sessionlog_format::payload::{CompactionEndData, StepRef, ToolResultData, TurnEnd};
 use sessionlog_format::{ContentBlock, Event, EventData, Extra, Message, Source, SurfaceOp};
 
 use crate::store::{Store, StoreError};
@@ -27,8 +30,22 @@ pub fn interrupted_turn_closers(events: &[Event]) -> Vec<Event> {
     let mut turn: Option<u64> = None;
     let mut step: Option<u64> = None;
     let mut pending: Vec<Pending> = Vec::new();
+    let mut compaction: Option<CompactionEndData> = None;
     for event in events {
         match &event.data {
+            EventData::CompactionStart(d) => {
+                compaction = Some(CompactionEndData {
+                    compaction_id: d.compaction_id.clone(),
+                    turn: d.turn.clone(),
+                    source_command_id: d.source_command_id.clone(),
+                    error: Some(json!({
+                        "name": "CompactionInterruptedError",
+                        "message": "The compaction was interrupted before it ended."
+                    })),
+                    extra: Extra::new(),
+                });
+            }
+            EventData::CompactionEnd(_) | EventData::SessionEndSeed(_) => compaction = None,
             EventData::TurnStart(d) => {
                 (turn, step) = (Some(d.turn), None);
                 pending.clear();
@@ -73,6 +90,14 @@ pub fn interrupted_turn_closers(events: &[Event]) -> Vec<Event> {
         None => return Vec::new(),
     };
     let mut out = Vec::new();
+    if let Some(end) = compaction {
+        out.push(Event::new(
+            seq,
+            time,
+            EventData::CompactionEnd(Box::new(end)),
+        ));
+        seq += 1;
+    }
     for call in pending {
         let (text, name, code) = match call.started {
             Some(_) => (
@@ -145,4 +170,50 @@ pub fn repair_session(store: &Store, session: &str) -> Result<usize, StoreError>
         store.append(session, head.next_seq, closers)?;
     }
     Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use sessionlog_format::{read_log, ReadOptions};
+
+    use super::*;
+
+    // Goal: a crash inside a compaction of the open turn is repaired into a log the
+    // relationship rules accept (the run property test found `turn/end crosses an open
+    // compaction`). Method: a V3 log cut after `compaction/start` inside an open step; its
+    // closers end the compaction as failed, then the step and the turn, and the whole log
+    // reads back strictly.
+    #[test]
+    fn an_open_compaction_is_ended_before_the_turn() {
+        let rows = [
+            r#"{"type":"session","version":3,"id":"s","createdAt":0,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#,
+            r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"trigger":{"kind":"user"}}}"#,
+            r#"{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}"#,
+            r#"{"type":"compaction/start","seq":2,"time":1,"data":{"compactionId":"c1","turn":1}}"#,
+        ];
+        let text = rows.join("\n") + "\n";
+        let log = read_log(text.as_bytes(), ReadOptions::default()).unwrap();
+        let closers = interrupted_turn_closers(&log.events);
+        let kinds: Vec<&str> = closers.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["compaction/end", "step/end", "turn/end"]);
+        let EventData::CompactionEnd(end) = &closers[0].data else {
+            panic!("{:?}", closers[0]);
+        };
+        assert_eq!((end.compaction_id.as_str(), &end.turn), ("c1", &json!(1)));
+        assert!(end.error.is_some());
+
+        let mut repaired = text;
+        for event in &closers {
+            let mut row = Vec::new();
+            sessionlog_format::row::encode_row(
+                event,
+                sessionlog_format::FormatVersion::V3,
+                &mut row,
+            );
+            repaired.push_str(std::str::from_utf8(&row).unwrap());
+            repaired.push('\n');
+        }
+        let read = read_log(repaired.as_bytes(), ReadOptions::default());
+        assert!(read.is_ok(), "{read:?}");
+    }
 }

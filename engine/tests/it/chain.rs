@@ -159,5 +159,5 @@ fn v0_fixtures_open_migrate_import_and_verify() {
         assert!(verified.iter().all(|r| r.ok()), "{name}: {verified:?}");
         n_migrated += 1;
     }
-    assert_eq!(n_migrated, 12);
+    assert_eq!(n_migrated, 11);
 }
