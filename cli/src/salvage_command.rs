@@ -34,15 +34,7 @@ pub struct BackupArgs {
 pub fn salvage(global: Global, args: SalvageArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open_read_only()?;
     let report = salvage_store(&store, &args.output)?;
-    for frame in &report.damaged_frames {
-        eprintln!(
-            "{}: WAL frame {} at byte offset {} is damaged: {} [wal]",
-            store.path().display(),
-            frame.frame_idx,
-            frame.offset_bytes,
-            frame.reason
-        );
-    }
+    crate::store_commands::print_damaged_frames(&store);
     for loss in &report.lost {
         let from = loss
             .from_seq

@@ -209,15 +209,7 @@ pub fn verify(global: Global, args: VerifyArgs) -> anyhow::Result<ExitCode> {
     }
     let store = args.db.open_read_only()?;
     let reports = store.verify(&args.sessions)?;
-    for frame in store.damaged_frames() {
-        eprintln!(
-            "{}: WAL frame {} at byte offset {} is damaged: {} [wal]",
-            store.path().display(),
-            frame.frame_idx,
-            frame.offset_bytes,
-            frame.reason
-        );
-    }
+    print_damaged_frames(&store);
     for report in &reports {
         for fault in &report.faults {
             let place = fault
@@ -365,4 +357,17 @@ pub fn surface(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::from(EXIT_OK))
+}
+
+/// One diagnostic line per damaged WAL frame of `store` (`verify`, `salvage`).
+pub(crate) fn print_damaged_frames(store: &sessionlog_engine::store::Store) {
+    for frame in store.damaged_frames() {
+        eprintln!(
+            "{}: WAL frame {} at byte offset {} is damaged: {} [wal]",
+            store.path().display(),
+            frame.frame_idx,
+            frame.offset_bytes,
+            frame.reason
+        );
+    }
 }
