@@ -242,7 +242,7 @@ pub(crate) fn stream<S: Sink>(
             write(&mut writer, &mut out)?;
         }
         read += 1;
-        if read % PROGRESS_EVENTS == 0 {
+        if read.is_multiple_of(PROGRESS_EVENTS) {
             progress(read);
         }
     }

@@ -112,7 +112,7 @@ fn exporter(store: &Store, dir: &Path) {
     for n in 0u64.. {
         let sessions = store.sessions().unwrap_or_default();
         for (idx, id) in sessions.iter().enumerate() {
-            let suffix = if (n + idx as u64) % 2 == 0 {
+            let suffix = if (n + idx as u64).is_multiple_of(2) {
                 "jsonl"
             } else {
                 "jsonl.zstd"

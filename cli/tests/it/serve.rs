@@ -113,3 +113,49 @@ fn serve_prints_its_address_and_stops_on_sigterm() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+// Goal: the read commands run beside `serve`, which holds the store: they read the snapshot
+// its gate lets through and report what a run without `serve` reports.
+// Method: import a generated session, take `verify --json`, `export` and `messages` without
+// `serve`; start `serve` on the store; run the same commands beside it; stop it.
+#[test]
+fn read_commands_run_beside_serve() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("store.redb");
+    import(&db, tmp.path(), "a.v3.jsonl", "800", "9");
+    let db = db.to_str().unwrap();
+    let session = verify_heads(db)[0].0.clone();
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["--json", "verify", "--db", db],
+        vec!["export", "--db", db, &session, "-o", "-"],
+        vec!["messages", "--db", db, &session],
+    ];
+    let alone: Vec<String> = reads.iter().map(|args| stdout(&sessionlog(args))).collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(["serve", "--db", db, "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening on "), "{line}");
+    for (args, expected) in reads.iter().zip(&alone) {
+        let output = sessionlog(args);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(&stdout(&output), expected, "{args:?}");
+    }
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}

@@ -10,6 +10,7 @@
 
 pub(crate) mod backend;
 mod blocks;
+mod gate;
 mod overlay;
 mod sealer;
 mod session;
@@ -35,6 +36,12 @@ pub use self::tables::STORE_FORMAT_VERSION;
 use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
 pub use self::wal::{wal_path, DamagedFrame, WalFile};
 use self::wal::{FrameBuilder, Replay, Wal, WalEntry};
+
+/// How far the WAL may grow while snapshot readers keep a writer from making redb durable.
+const WAL_DEFERRED_BYTES_MAX: u64 = 4 * wal::DURABLE_BYTES_MAX;
+
+/// How long a snapshot reader waits before it reads a WAL with a damaged frame again.
+const SNAPSHOT_REREAD_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Most events one batch may carry.
 pub const BATCH_EVENTS_MAX: usize = 65_536;
@@ -209,6 +216,10 @@ pub struct Store {
     /// Something was written since the open; a store only read is closed without a commit,
     /// so that its file is left byte for byte as it was.
     written: AtomicBool,
+    /// The snapshot gate (see the `gate` module): a writer's, taken exclusively around each
+    /// durable transition, or a snapshot reader's, held shared while it is open. Declared
+    /// after `db`, so that a writer's close holds it until redb's own close has written.
+    gate: Option<gate::Gate>,
 }
 
 impl std::fmt::Debug for Store {
@@ -278,6 +289,9 @@ impl Store {
         if !path.exists() {
             create_file(path)?;
         }
+        // Snapshot readers of another writer's store finish before this open may repair,
+        // replay or restart anything.
+        let gate = Store::writer_gate(path)?;
         // A damaged WAL is refused before redb opens the file, which would write to it.
         let wal_path = wal::wal_path(path);
         if let Some(first) = wal::read(&wal_path)?.damaged.first() {
@@ -289,7 +303,25 @@ impl Store {
             },
             other => StoreError::storage(other),
         })?;
-        Store::open_db(path, db)
+        let opened = Wal::open(&wal_path)?;
+        Store::open_parts(path, db, opened, gate)
+    }
+
+    /// The writer's gate on the store's WAL, taken exclusively: released once the open has
+    /// replayed and restarted the WAL.
+    fn writer_gate(path: &Path) -> Result<gate::Gate, StoreError> {
+        let wal_path = wal::wal_path(path);
+        let gate = gate::Gate::for_writer(&wal_path)
+            .map_err(|e| StoreError::Storage(format!("{}: {e}", wal_path.display())))?;
+        let taken = gate
+            .lock_within(gate::Mode::Exclusive, gate::OPEN_WAIT)
+            .map_err(|e| StoreError::Storage(format!("{}: {e}", wal_path.display())))?;
+        if !taken {
+            return Err(StoreError::Locked {
+                path: path.display().to_string(),
+            });
+        }
+        Ok(gate)
     }
 
     /// Opens a store whose redb file goes through `backend` (fault injection, other media);
@@ -299,10 +331,12 @@ impl Store {
         backend: impl redb::StorageBackend,
     ) -> Result<Store, StoreError> {
         guard("opening the store", || {
+            let gate = Store::writer_gate(path)?;
             let db = redb::Builder::new()
                 .create_with_backend(backend)
                 .map_err(StoreError::storage)?;
-            Store::open_db(path, db)
+            let opened = Wal::open(&wal::wal_path(path))?;
+            Store::open_parts(path, db, opened, gate)
         })
     }
 
@@ -314,32 +348,34 @@ impl Store {
         wal_file: impl WalFile + 'static,
     ) -> Result<Store, StoreError> {
         guard("opening the store", || {
+            let gate = Store::writer_gate(path)?;
             let db = redb::Builder::new()
                 .create_with_backend(backend)
                 .map_err(StoreError::storage)?;
             let opened = Wal::open_file(&wal::wal_path(path), Box::new(wal_file))?;
-            Store::open_parts(path, db, opened)
+            Store::open_parts(path, db, opened, gate)
         })
     }
 
-    fn open_db(path: &Path, db: Database) -> Result<Store, StoreError> {
-        let opened = Wal::open(&wal::wal_path(path))?;
-        Store::open_parts(path, db, opened)
-    }
-
+    /// Builds the writable store over an opened redb file and WAL, the gate held
+    /// exclusively: replays the WAL, then lets snapshot readers in.
     fn open_parts(
         path: &Path,
         db: Database,
         (wal, replay): (Wal, Replay),
+        gate: gate::Gate,
     ) -> Result<Store, StoreError> {
         if let Some(first) = replay.damaged.first() {
             // Never restarted: the restart would make the damaged frame, and everything it
             // held, stale for good.
             return Err(wal_damaged(&wal::wal_path(path), first));
         }
-        let mut store = Store::new(path, db, Some(wal), Vec::new());
+        let mut store = Store::new(path, db, Some(wal), Vec::new(), gate);
         store.init_tables()?;
         store.replay(replay.entries)?;
+        if let Some(gate) = &store.gate {
+            gate.unlock();
+        }
         store.sealer = Sealer::spawn(
             Arc::clone(&store.db),
             Arc::clone(&store.poisoned),
@@ -348,7 +384,13 @@ impl Store {
         Ok(store)
     }
 
-    fn new(path: &Path, db: Database, wal: Option<Wal>, damaged: Vec<DamagedFrame>) -> Store {
+    fn new(
+        path: &Path,
+        db: Database,
+        wal: Option<Wal>,
+        damaged: Vec<DamagedFrame>,
+        gate: impl Into<Option<gate::Gate>>,
+    ) -> Store {
         Store {
             db: Arc::new(db),
             path: path.to_owned(),
@@ -360,13 +402,17 @@ impl Store {
             sealer: Sealer::idle(),
             sealed_bytes: Arc::new(AtomicU64::new(0)),
             written: AtomicBool::new(false),
+            gate: gate.into(),
         }
     }
 
     /// Opens the store at `path` read-only: neither file is changed or created, the WAL is
     /// replayed in memory (over the file's pages, see the `overlay` module), and every write
     /// is refused with `ReadOnly`. A missing file is `Missing`, an empty or foreign one
-    /// `NotAStore`; a writer holding the store is `Locked`. A WAL with damaged frames still
+    /// `NotAStore`. Beside a writer holding the store (`serve`), it reads the snapshot the
+    /// writer's gate lets through: what a crash at that instant would recover (see the `gate`
+    /// module); a writer that does not let it through in time is `Locked`. A WAL with damaged
+    /// frames still
     /// opens: its valid frames are replayed and [`Store::damaged_frames`] names the rest.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         guard("opening the store read-only", || {
@@ -397,7 +443,21 @@ impl Store {
         // Read before the file's lock is taken, and checked again after: a writer that opened
         // in between would hold the lock, and one that closed has only emptied the WAL.
         let replay = wal::read(&wal::wal_path(path))?;
-        let backend = overlay::OverlayBackend::open(path)
+        match Store::open_overlay(path, overlay::Locking::Shared) {
+            Ok(db) => Store::open_in_memory(path, db, replay, None),
+            // A writer holds the store: read the snapshot it lets through its gate.
+            Err(StoreError::Locked { .. }) => Store::open_snapshot(path),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Opens redb over the file through the in-memory overlay.
+    fn open_overlay(path: &Path, locking: overlay::Locking) -> Result<Database, StoreError> {
+        let not_a_store = |reason: String| StoreError::NotAStore {
+            path: path.display().to_string(),
+            reason,
+        };
+        let backend = overlay::OverlayBackend::open(path, locking)
             .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
         let db =
             redb::Builder::new()
@@ -416,10 +476,49 @@ impl Store {
             StoreError::Storage(reason) => not_a_store(reason),
             other => other,
         })?;
-        let store = Store::new(path, db, None, replay.damaged);
+        Ok(db)
+    }
+
+    /// The read-only store over `db` with the WAL's records replayed in memory.
+    fn open_in_memory(
+        path: &Path,
+        db: Database,
+        replay: Replay,
+        gate: Option<gate::Gate>,
+    ) -> Result<Store, StoreError> {
+        let store = Store::new(path, db, None, replay.damaged, gate);
         store.init_tables()?;
         store.replay_records(&replay.entries)?;
         Ok(store)
+    }
+
+    /// Opens the snapshot of a store that a writer holds (see the `gate` module): its gate
+    /// taken shared, redb's last durable commit read without redb's lock, and the WAL replayed
+    /// over it in memory. The gate is held until the store is dropped.
+    fn open_snapshot(path: &Path) -> Result<Store, StoreError> {
+        let locked = || StoreError::Locked {
+            path: path.display().to_string(),
+        };
+        let wal_path = wal::wal_path(path);
+        let io = |e: std::io::Error| StoreError::Storage(format!("{}: {e}", wal_path.display()));
+        let gate = gate::Gate::for_reader(&wal_path)
+            .map_err(io)?
+            .ok_or_else(locked)?;
+        if !gate
+            .lock_within(gate::Mode::Shared, gate::READ_WAIT)
+            .map_err(io)?
+        {
+            return Err(locked());
+        }
+        let mut replay = wal::read(&wal_path)?;
+        if !replay.damaged.is_empty() {
+            // A frame the writer is writing right now can look damaged for an instant: a
+            // damaged frame is one that is still damaged a moment later.
+            std::thread::sleep(SNAPSHOT_REREAD_PAUSE);
+            replay = wal::read(&wal_path)?;
+        }
+        let db = Store::open_overlay(path, overlay::Locking::None)?;
+        Store::open_in_memory(path, db, replay, Some(gate))
     }
 
     /// Whether the store was opened read-only.
@@ -486,13 +585,40 @@ impl Store {
         txn.commit().map_err(StoreError::storage)
     }
 
-    /// Makes every redb commit so far durable and empties the WAL.
+    /// Makes every redb commit so far durable and empties the WAL, the gate held exclusively.
     fn make_durable(&self, wal: &mut Wal) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
         txn.set_durability(Durability::Immediate)
             .map_err(StoreError::storage)?;
         txn.commit().map_err(StoreError::storage)?;
         wal.restart()
+    }
+
+    /// Makes redb durable once the WAL has grown past [`wal::DURABLE_BYTES_MAX`], unless
+    /// snapshot readers hold the gate: then the WAL grows on, until
+    /// [`WAL_DEFERRED_BYTES_MAX`], past which the append waits for them (at most
+    /// [`gate::OPEN_WAIT`] per append).
+    fn make_durable_when_full(&self, wal: &mut Wal) -> Result<(), StoreError> {
+        let frames_bytes = wal.frames_len_bytes();
+        if frames_bytes <= wal::DURABLE_BYTES_MAX {
+            return Ok(());
+        }
+        let Some(gate) = &self.gate else {
+            return self.make_durable(wal);
+        };
+        let gate_error = |e: std::io::Error| StoreError::Storage(format!("the WAL's gate: {e}"));
+        let taken = if frames_bytes <= WAL_DEFERRED_BYTES_MAX {
+            gate.try_lock(gate::Mode::Exclusive).map_err(gate_error)?
+        } else {
+            gate.lock_within(gate::Mode::Exclusive, gate::OPEN_WAIT)
+                .map_err(gate_error)?
+        };
+        if !taken {
+            return Ok(());
+        }
+        let durable = self.make_durable(wal);
+        gate.unlock();
+        durable
     }
 
     fn init_tables(&self) -> Result<(), StoreError> {
@@ -623,9 +749,7 @@ impl Store {
             let _ = wal.invalidate_last_frame();
             return Err(StoreError::storage(error));
         }
-        if wal.frames_len_bytes() > wal::DURABLE_BYTES_MAX {
-            self.make_durable(wal)?;
-        }
+        self.make_durable_when_full(wal)?;
         Ok(())
     }
 
@@ -762,9 +886,7 @@ impl Store {
         for hint in hints {
             self.sealer.hint(hint);
         }
-        if wal.frames_len_bytes() > wal::DURABLE_BYTES_MAX {
-            self.make_durable(wal).map_err(fail)?;
-        }
+        self.make_durable_when_full(wal).map_err(fail)?;
         Ok(results)
     }
 
@@ -904,6 +1026,14 @@ impl Drop for Store {
         self.sealer.stop();
         if self.read_only || self.is_poisoned() || !self.written.load(Ordering::SeqCst) {
             return;
+        }
+        // Sealing, the durable commit, the compaction and redb's own close (which writes its
+        // allocator state) change the file under snapshot readers: they wait for the gate,
+        // held until the fields drop (the gate after the database). A reader that holds it
+        // past the wait is not waited for: the close goes on, and what that reader reads
+        // next may fail its checksums (it reports damage, never a wrong record).
+        if let Some(gate) = &self.gate {
+            let _ = gate.lock_within(gate::Mode::Exclusive, gate::CLOSE_WAIT);
         }
         // What the sealer had not reached yet, and the tail of every session written since the
         // open (when it is worth a block): a closed store holds its records compressed.

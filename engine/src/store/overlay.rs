@@ -5,8 +5,9 @@
 //! The file's locks are taken shared: redb asks for an exclusive lock when it opens a
 //! database for writing, and this backend takes the same ranges shared on a read-only
 //! descriptor. So any number of read-only opens share the file, and a writer (`serve`,
-//! `import`) and a read-only open exclude each other: a read-only open never reads a file that
-//! another process is changing.
+//! `import`) and a read-only open exclude each other. Beside a writer that holds the file, a
+//! snapshot read takes no redb lock at all: the `gate` module says why what it reads is
+//! consistent.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -24,12 +25,22 @@ type BackendIoError = std::io::Error;
 /// The unit of the overlay: a page written in memory.
 const PAGE_BYTES: u64 = 4096;
 
+/// Which locks an overlay takes on the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Locking {
+    /// redb's lock ranges, shared (see the module comment).
+    Shared,
+    /// None: a snapshot read beside a writer, which the snapshot gate keeps consistent (see
+    /// the `gate` module).
+    None,
+}
+
 /// The read-only file and the pages written over it in memory.
 #[derive(Debug)]
 pub(crate) struct OverlayBackend {
     file: File,
-    /// Takes the file's locks (shared, see the module comment).
-    locks: FileBackend,
+    /// Takes the file's locks (shared, see the module comment); `None` for a snapshot read.
+    locks: Option<FileBackend>,
     state: RwLock<Overlay>,
 }
 
@@ -45,10 +56,15 @@ struct Overlay {
 
 impl OverlayBackend {
     /// Opens `path` read-only.
-    pub(crate) fn open(path: &Path) -> std::io::Result<OverlayBackend> {
+    pub(crate) fn open(path: &Path, locking: Locking) -> std::io::Result<OverlayBackend> {
         let file = File::open(path)?;
         let len = file.metadata()?.len();
-        let locks = FileBackend::new(file.try_clone()?).map_err(std::io::Error::other)?;
+        let locks = match locking {
+            Locking::Shared => {
+                Some(FileBackend::new(file.try_clone()?).map_err(std::io::Error::other)?)
+            }
+            Locking::None => None,
+        };
         Ok(OverlayBackend {
             file,
             locks,
@@ -158,11 +174,17 @@ impl StorageBackend for OverlayBackend {
     }
 
     fn close(&self) -> Result<(), BackendIoError> {
-        self.locks.close()
+        match &self.locks {
+            Some(locks) => locks.close(),
+            None => Ok(()),
+        }
     }
 
     fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
-        self.locks.try_lock_shared_range(start, end)
+        match &self.locks {
+            Some(locks) => locks.try_lock_shared_range(start, end),
+            None => Ok(true),
+        }
     }
 
     fn try_lock_shared_range(
@@ -170,18 +192,30 @@ impl StorageBackend for OverlayBackend {
         start: Bound<u64>,
         end: Bound<u64>,
     ) -> Result<bool, BackendError> {
-        self.locks.try_lock_shared_range(start, end)
+        match &self.locks {
+            Some(locks) => locks.try_lock_shared_range(start, end),
+            None => Ok(true),
+        }
     }
 
     fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.locks.lock_shared_range(start, end)
+        match &self.locks {
+            Some(locks) => locks.lock_shared_range(start, end),
+            None => Ok(()),
+        }
     }
 
     fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.locks.lock_shared_range(start, end)
+        match &self.locks {
+            Some(locks) => locks.lock_shared_range(start, end),
+            None => Ok(()),
+        }
     }
 
     fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.locks.unlock_range(start, end)
+        match &self.locks {
+            Some(locks) => locks.unlock_range(start, end),
+            None => Ok(()),
+        }
     }
 }

@@ -116,7 +116,9 @@ pub(crate) const EXTEND_BYTES_MIN: u64 = 64 << 10;
 /// The largest step the file grows by: one zero-filling write and one size change per step.
 pub(crate) const EXTEND_BYTES_MAX: u64 = 1 << 20;
 const _: () = assert!(EXTEND_BYTES_MIN <= EXTEND_BYTES_MAX && EXTEND_BYTES_MAX < DURABLE_BYTES_MAX);
-const _: () = assert!(EXTEND_BYTES_MIN % BLOCK_BYTES == 0 && EXTEND_BYTES_MAX % BLOCK_BYTES == 0);
+const _: () = assert!(
+    EXTEND_BYTES_MIN.is_multiple_of(BLOCK_BYTES) && EXTEND_BYTES_MAX.is_multiple_of(BLOCK_BYTES)
+);
 /// What a restart adds to the generation (wrapping), until no byte of it is zero: odd, so that
 /// the sequence repeats only after 2^64 restarts, and with every byte set and none 0xff, so
 /// that consecutive generations differ in every byte (a stale block of the previous
@@ -444,7 +446,10 @@ impl Wal {
     /// replayed.
     pub(crate) fn append(&mut self, frame: FrameBuilder) -> Result<(), StoreError> {
         assert_eq!(self.version, WAL_VERSION, "an older WAL restarts on open");
-        assert!(self.end_bytes % BLOCK_BYTES == 0, "frames start on a block");
+        assert!(
+            self.end_bytes.is_multiple_of(BLOCK_BYTES),
+            "frames start on a block"
+        );
         if frame.len_bytes() > FRAME_BYTES_MAX {
             return Err(StoreError::Storage(format!(
                 "an append group of {} bytes exceeds the WAL frame limit of {FRAME_BYTES_MAX}",

@@ -23,6 +23,7 @@ mod roundtrip;
 mod run_props;
 mod server;
 mod service;
+mod snapshot;
 mod support;
 mod verify;
 mod wal;
