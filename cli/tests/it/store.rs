@@ -356,3 +356,55 @@ fn a_refused_import_adds_no_session() {
     let import = with_db(&db, &["import", &good]);
     assert_eq!(import.status.code(), Some(0), "{}", stderr(&import));
 }
+
+// Goal: a `verify` killed at any point changes neither file of the store (a read never
+// writes), and the store then verifies clean with every event.
+// Method: import a generated 20,000-event session; SIGKILL `verify` (and `verify` beside a
+// running `serve`) after 0 to 400 ms, 8 times each; compare both files byte for byte with
+// their bytes before, then verify.
+#[test]
+fn a_killed_verify_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = generate(dir.path(), "big.v3.jsonl", "20000", "31");
+    let db = dir.path().join("store.redb");
+    let import = with_db(&db, &["import", &log]);
+    assert_eq!(import.status.code(), Some(0), "{}", stderr(&import));
+    let wal = dir.path().join("store.redb.wal");
+    let before = (std::fs::read(&db).unwrap(), std::fs::read(&wal).unwrap());
+    let db_text = db.to_str().unwrap();
+    let kill_verifies = || {
+        for round in 0..8u64 {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+                .args(["verify", "--db", db_text])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(round * 50));
+            let _ = child.kill();
+            child.wait().unwrap();
+        }
+    };
+    kill_verifies();
+    assert!(std::fs::read(&db).unwrap() == before.0, "the .redb changed");
+    assert!(std::fs::read(&wal).unwrap() == before.1, "the .wal changed");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(["serve", "--db", db_text, "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(serve.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.starts_with("listening on "), "{line}");
+    kill_verifies();
+    let _ = serve.kill();
+    serve.wait().unwrap();
+    let verify = with_db(&db, &["--json", "verify"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    assert_eq!(json_of(&verify)["sessions"][0]["events"], 20000);
+}
