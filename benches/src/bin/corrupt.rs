@@ -14,6 +14,14 @@
 //!
 //! Exported files: the same damage to a `.jsonl.zstd` and a raw `.jsonl` export, read back
 //! strictly; the sealed check (`verify FILE`) runs on the same damaged bytes.
+//!
+//! WAL: a crash image (both files copied while the writer is open, every acknowledged event
+//! still in the WAL) gets a flipped bit or an overwritten run anywhere in the WAL's used
+//! bytes. The store then opens read-only and verifies; every acknowledged event it no longer
+//! holds must be *named*: a `wal` fault in its session's report (or, when the damage hides
+//! which session a frame held, at least the store's damaged-frame report), and a writable open
+//! must either refuse the store or hold every acknowledged event. An event lost with neither
+//! is *silent*; an event read back different with a clean verify is *undetected*.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -23,7 +31,7 @@ use std::process::ExitCode;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use sessionlog_engine::files::open_log;
 use sessionlog_engine::seal::{seal_export, verify_sealed};
-use sessionlog_engine::store::Store;
+use sessionlog_engine::store::{AppendRequest, Store};
 use sessionlog_engine::transfer::{export_session, ExportTarget};
 use sessionlog_format::gen::{GenOptions, Generator};
 use sessionlog_format::{Event, ReadOptions};
@@ -283,6 +291,195 @@ fn store_campaign(trials: u64, rng: &mut Rng, dir: &Path) -> Result<Counts, Stri
     Ok(counts)
 }
 
+/// What the WAL campaign counted.
+#[derive(Debug, Default)]
+struct WalCounts {
+    trials: u64,
+    /// No acknowledged event lost and nothing reported: the damage hit stale or unused bytes.
+    harmless: u64,
+    /// Something reported (a damaged frame, a fault, a refused open), nothing lost.
+    reported: u64,
+    /// Acknowledged events lost, each lost session named by a `wal` fault.
+    lost_named: u64,
+    /// Acknowledged events lost, the session not named but the damaged frame reported.
+    lost_frame_only: u64,
+    /// The read-only open refused the store (it names the WAL).
+    refused: u64,
+    silent: u64,
+    undetected: u64,
+    panics: u64,
+    lost_events: u64,
+}
+
+/// Sessions of the WAL campaign, and batches of this many events interleaved among them.
+const WAL_SESSION_EVENTS: [u64; 3] = [900, 600, 300];
+const WAL_BATCH_EVENTS: usize = 7;
+
+/// Builds a crash image whose every acknowledged event is in the WAL only: returns the two
+/// files' bytes and the sessions' events.
+fn wal_crash_image(dir: &Path) -> Result<(Vec<u8>, Vec<u8>, Sessions), String> {
+    let path = dir.join("wal-clean.redb");
+    let store = Store::open(&path).map_err(|e| e.to_string())?;
+    let mut pending = Vec::new();
+    for (idx, events) in WAL_SESSION_EVENTS.iter().enumerate() {
+        let mut generator = Generator::new(GenOptions {
+            events: *events,
+            seed: 60 + idx as u64,
+        });
+        let header = generator.header();
+        store.create_session(&header).map_err(|e| e.to_string())?;
+        let mut all = Vec::new();
+        while let Some(batch) = generator.next_batch() {
+            all.extend(batch);
+        }
+        pending.push((header.id, all));
+    }
+    // Groups of one batch per session with events left: most frames hold several sessions.
+    let mut next = vec![0usize; pending.len()];
+    loop {
+        let requests: Vec<AppendRequest> = pending
+            .iter()
+            .zip(&next)
+            .filter(|((_, all), at)| **at < all.len())
+            .map(|((id, all), at)| AppendRequest {
+                session: id.clone(),
+                expected_next_seq: *at as u64,
+                events: all[*at..(*at + WAL_BATCH_EVENTS).min(all.len())].to_vec(),
+            })
+            .collect();
+        if requests.is_empty() {
+            break;
+        }
+        for (request, result) in requests.iter().zip(store.append_group(requests.clone())) {
+            result.map_err(|e| e.to_string())?;
+            let idx = pending
+                .iter()
+                .position(|(id, _)| *id == request.session)
+                .expect("a pending session");
+            next[idx] += request.events.len();
+        }
+    }
+    // The writer is open and idle: its files now are what a process crash would leave.
+    let redb = std::fs::read(&path).map_err(|e| e.to_string())?;
+    let wal = std::fs::read(path.with_extension("redb.wal")).map_err(|e| e.to_string())?;
+    drop(store);
+    Ok((redb, wal, pending))
+}
+
+enum WalOutcome {
+    Harmless,
+    Reported,
+    Refused,
+    Lost { events: u64, named: bool },
+    Silent(String),
+    Undetected(String),
+}
+
+/// Opens a damaged crash image and classifies what the engine made of it.
+fn judge_wal(path: &Path, sessions: &Sessions) -> WalOutcome {
+    let Ok(store) = Store::open_read_only(path) else {
+        return WalOutcome::Refused;
+    };
+    let frames_damaged = !store.damaged_frames().is_empty();
+    let Ok(reports) = store.verify(&[]) else {
+        return WalOutcome::Refused;
+    };
+    let mut lost = 0;
+    let mut all_named = true;
+    for (id, events) in sessions {
+        let report = reports.iter().find(|r| &r.session == id);
+        let held = store.head(id).map(|h| h.next_seq).unwrap_or(0);
+        if held < events.len() as u64 {
+            lost += events.len() as u64 - held;
+            let named = report.is_some_and(|r| {
+                r.faults
+                    .iter()
+                    .any(|f| f.kind == sessionlog_engine::store::verify::FaultKind::Wal)
+            });
+            all_named &= named;
+            if !named && !frames_damaged {
+                return WalOutcome::Silent(format!("{id}: {held} of {} held", events.len()));
+            }
+        }
+        if held > 0 && report.is_some_and(|r| r.ok()) {
+            match store.read_range(id, 0, held) {
+                Ok(read) if read[..] == events[..held as usize] => {}
+                Ok(_) => return WalOutcome::Undetected(format!("{id}: read back different")),
+                Err(_) => {}
+            }
+        }
+    }
+    let reported = frames_damaged || reports.iter().any(|r| !r.ok());
+    drop(store);
+    // A writable open either refuses the damaged WAL or holds every acknowledged event.
+    if let Ok(store) = Store::open(path) {
+        for (id, events) in sessions {
+            let held = store.head(id).map(|h| h.next_seq).unwrap_or(0);
+            if held < events.len() as u64 {
+                return WalOutcome::Silent(format!(
+                    "a writable open holds {held} of {} events of {id}",
+                    events.len()
+                ));
+            }
+        }
+    }
+    match (lost, reported) {
+        (0, false) => WalOutcome::Harmless,
+        (0, true) => WalOutcome::Reported,
+        (events, _) => WalOutcome::Lost {
+            events,
+            named: all_named,
+        },
+    }
+}
+
+fn wal_campaign(trials: u64, rng: &mut Rng, dir: &Path) -> Result<WalCounts, String> {
+    let (redb, wal, sessions) = wal_crash_image(dir)?;
+    // The used bytes: up to the last nonzero byte (the rest is preallocated zeros).
+    let used = wal
+        .iter()
+        .rposition(|b| *b != 0)
+        .map_or(wal.len(), |i| i + 1);
+    let mut counts = WalCounts::default();
+    let path = dir.join("wal-trial.redb");
+    for trial in 0..trials {
+        let kind = [Damage::FlipBit, Damage::Overwrite][trial as usize % 2];
+        let mut used_bytes = wal[..used].to_vec();
+        let (at, n) = damage(&mut used_bytes, kind, rng);
+        let mut bytes = used_bytes;
+        bytes.extend_from_slice(&wal[used..]);
+        std::fs::write(&path, &redb).map_err(|e| e.to_string())?;
+        std::fs::write(path.with_extension("redb.wal"), &bytes).map_err(|e| e.to_string())?;
+        counts.trials += 1;
+        match catch_unwind(AssertUnwindSafe(|| judge_wal(&path, &sessions))) {
+            Err(_) => {
+                counts.panics += 1;
+                eprintln!("wal trial {trial}: {kind:?} at {at} (+{n}): PANIC");
+            }
+            Ok(WalOutcome::Harmless) => counts.harmless += 1,
+            Ok(WalOutcome::Reported) => counts.reported += 1,
+            Ok(WalOutcome::Refused) => counts.refused += 1,
+            Ok(WalOutcome::Lost { events, named }) => {
+                counts.lost_events += events;
+                if named {
+                    counts.lost_named += 1;
+                } else {
+                    counts.lost_frame_only += 1;
+                }
+            }
+            Ok(WalOutcome::Silent(what)) => {
+                counts.silent += 1;
+                eprintln!("wal trial {trial}: {kind:?} at {at} (+{n}): SILENT LOSS: {what}");
+            }
+            Ok(WalOutcome::Undetected(what)) => {
+                counts.undetected += 1;
+                eprintln!("wal trial {trial}: {kind:?} at {at} (+{n}): UNDETECTED: {what}");
+            }
+        }
+    }
+    Ok(counts)
+}
+
 /// Counts for one exported file: strict read alone, and strict read plus the seal.
 #[derive(Debug, Default)]
 struct FileCounts {
@@ -383,6 +580,21 @@ fn run(trials: u64, seed: u64) -> Result<bool, String> {
         "store file: {} damaged live records or block parts, verify named the seq of {}",
         store.in_record, store.located
     );
+    let wal_trials = (trials / 4).max(40);
+    let wal = wal_campaign(wal_trials, &mut rng, dir.path())?;
+    println!(
+        "wal: {} trials: {} harmless, {} reported with nothing lost, {} refused at open, {} lost events named by a wal fault, {} lost with only the damaged frame reported ({} acknowledged events lost in all), {} silent losses, {} undetected, {} panics",
+        wal.trials,
+        wal.harmless,
+        wal.reported,
+        wal.refused,
+        wal.lost_named,
+        wal.lost_frame_only,
+        wal.lost_events,
+        wal.silent,
+        wal.undetected,
+        wal.panics
+    );
     let file_trials = (trials / 4).max(40);
     let zstd = file_campaign(file_trials, &mut rng, dir.path(), "x.v3.jsonl.zstd")?;
     println!("{}", zstd.plain.line(".jsonl.zstd, strict read"));
@@ -395,6 +607,9 @@ fn run(trials: u64, seed: u64) -> Result<bool, String> {
     );
     println!("{}", raw.sealed.line(".jsonl, sealed verify"));
     let ok = store.undetected == 0
+        && wal.silent == 0
+        && wal.undetected == 0
+        && wal.panics == 0
         && store.panics == 0
         && store.located == store.in_record
         && zstd.sealed.undetected == 0
