@@ -271,7 +271,7 @@ pub fn derive_from_scratch(
     match baseline {
         Baseline::Jsonl | Baseline::JsonlZstd => {
             let path = baseline.path(dir, idx);
-            let source = sessionlog_engine::inspect::SessionSource::File {
+            let source = sessionlog_engine::replay::SessionSource::File {
                 path: &path,
                 snapshot: SnapshotMode::Off,
             };

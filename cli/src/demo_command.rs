@@ -11,8 +11,8 @@ use serde_json::json;
 
 use sessionlog_engine::audit::{audit_file, session_files, totals};
 use sessionlog_engine::demo::{current_files, write_root};
-use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::migrate::{migrate_file, MigrateOptions, Outcome};
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::requests::{requests, RequestOptions};
 use sessionlog_engine::store::Store;
 use sessionlog_engine::transfer::import_file;

@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::json;
 
 use sessionlog_engine::diff::{diff_points, diff_requests, DiffOptions, Difference, Divergence};
-use sessionlog_engine::inspect::SessionSource;
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::store::Store;
 use sessionlog_format::Message;
 

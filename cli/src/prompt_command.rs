@@ -9,7 +9,8 @@ use clap::Args;
 use serde_json::json;
 
 use sessionlog_engine::files::names_a_file;
-use sessionlog_engine::prompt::history::{history_from_file, history_from_store, PromptHistory};
+use sessionlog_engine::prompt::history::{history, PromptHistory};
+use sessionlog_engine::replay::SessionSource;
 
 use crate::commands::{Global, InputArgs};
 use crate::output::{print_json, EXIT_OK};
@@ -31,10 +32,16 @@ pub struct PromptArgs {
 pub fn prompt(global: Global, args: PromptArgs) -> anyhow::Result<ExitCode> {
     let path = Path::new(&args.source);
     let history = if names_a_file(path) {
-        history_from_file(path, args.input.snapshot.into())?
+        history(SessionSource::File {
+            path,
+            snapshot: args.input.snapshot.into(),
+        })?
     } else {
         let store = args.db.open_read_only()?;
-        history_from_store(&store, &args.source)?
+        history(SessionSource::Store {
+            store: &store,
+            session: &args.source,
+        })?
     };
     if global.json {
         print_json(&history_json(&history))?;

@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::Value;
 
 use sessionlog_engine::files::names_a_file;
-use sessionlog_engine::inspect::SessionSource;
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::requests::{
     requests, PrefixBreak, RequestOptions, RequestReport, RequestRow, RequestSummary,
 };

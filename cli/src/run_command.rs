@@ -21,10 +21,10 @@ use sessionlog_engine::agent::turn::{Agent, ContextOptions};
 use sessionlog_engine::agent::CancelToken;
 use sessionlog_engine::compaction::trigger::CompactionPolicy;
 use sessionlog_engine::context::instructions::INSTRUCTIONS_BUDGET_BYTES;
-use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::prompt::capability::{
     Adapter, Catalog, PreparedCall, DEEPSEEK_FLASH, DEEPSEEK_PROVIDER,
 };
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::requests::{requests, RequestOptions};
 
 use serde_json::json;

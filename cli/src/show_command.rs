@@ -11,7 +11,7 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use sessionlog_engine::files::names_a_file;
-use sessionlog_engine::inspect::SessionSource;
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::show::{
     show as build_transcript, Block, Body, Entry, EntryBody, Marker, MessageEntry, ShowOptions,
     Transcript, BODY_BYTES_MAX_DEFAULT,

@@ -10,7 +10,8 @@ use serde_json::json;
 
 use sessionlog_engine::documents;
 use sessionlog_engine::files::names_a_file;
-use sessionlog_engine::inspect::{fold_session, FoldedSession, SessionSource};
+use sessionlog_engine::inspect::{fold_session, FoldedSession};
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::seal::{seal_export, verify_sealed, SealReport};
 use sessionlog_engine::store::verify::SessionReport;
 use sessionlog_engine::store::{default_path, Store};

@@ -8,8 +8,8 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use sessionlog_engine::files::names_a_file;
-use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::meter::{tokens, Breakdown, TokensReport};
+use sessionlog_engine::replay::SessionSource;
 
 use crate::commands::{Global, InputArgs};
 use crate::output::{print_json, EXIT_OK};

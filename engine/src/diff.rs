@@ -10,7 +10,8 @@ use serde_json::Value;
 use sessionlog_format::Message;
 
 use crate::error::Error;
-use crate::inspect::{fold_session, SessionSource};
+use crate::inspect::fold_session;
+use crate::replay::SessionSource;
 use crate::requests::{requests, RequestOptions, RequestRow};
 
 /// How to compare.

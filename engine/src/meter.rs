@@ -10,19 +10,14 @@
 //! The state is O(retained surface): the priced nodes and the surviving system nodes. An
 //! append costs O(1); a replace costs O(surface) to find its endpoints by position.
 
-use std::path::Path;
+use std::sync::Arc;
 
 use sessionlog_format::fold::{canonical_header, derive_event_message, SessionFold};
 use sessionlog_format::tokens::{estimate_message, estimate_tools};
-use sessionlog_format::{Event, EventData, EventType, SnapshotMode, SurfaceOp};
+use sessionlog_format::{Event, EventData, EventType, SurfaceOp};
 
 use crate::error::Error;
-use crate::inspect::SessionSource;
-use crate::migrate::read_as_v3;
-use crate::store::Store;
-
-/// Events read from the store at once.
-const STORE_READ_EVENTS_MAX: u64 = 4_096;
+use crate::replay::{Flow, Projection, SessionSource};
 
 /// One priced surface node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,9 +44,9 @@ impl Breakdown {
 /// A replace the priced surface cannot apply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MeterError {
-    #[error("seq {seq}: replace endpoint {missing} is not on the priced surface")]
+    #[error("replace endpoint {missing} is not on the priced surface")]
     Missing { seq: u64, missing: u64 },
-    #[error("seq {seq}: replace start {start} is after its end {end}")]
+    #[error("replace start {start} is after its end {end}")]
     Reversed { seq: u64, start: u64, end: u64 },
 }
 
@@ -244,39 +239,16 @@ impl TokensFold {
 /// The breakdown at each request of a log file (any version, migrated in memory) or a stored
 /// session.
 pub fn tokens(source: SessionSource<'_>) -> Result<TokensReport, Error> {
-    match source {
-        SessionSource::File { path, snapshot } => file_tokens(path, snapshot),
-        SessionSource::Store { store, session } => stored_tokens(store, session),
-    }
-}
-
-fn file_tokens(path: &Path, snapshot: SnapshotMode) -> Result<TokensReport, Error> {
-    let (header, events, _) = read_as_v3(path, snapshot)?;
-    let mut fold = TokensFold::new(&header.id);
-    for event in &events {
-        fold.push(event)
-            .map_err(|e| Error::Refused(format!("{}: {e}", path.display())))?;
-    }
+    let fold = source.replay(|opening| TokensFold::new(opening.session()))?;
     Ok(fold.finish())
 }
 
-fn stored_tokens(store: &Store, session: &str) -> Result<TokensReport, Error> {
-    let next_seq = store.head(session)?.next_seq;
-    let mut fold = TokensFold::new(session);
-    let mut from_seq = 0;
-    while from_seq < next_seq {
-        let to_seq = next_seq.min(from_seq + STORE_READ_EVENTS_MAX);
-        let events = store.read_range(session, from_seq, to_seq)?;
-        if events.is_empty() {
-            break;
-        }
-        for event in &events {
-            fold.push(event)
-                .map_err(|e| Error::Refused(format!("{session}: {e}")))?;
-        }
-        from_seq = to_seq;
+impl Projection for TokensFold {
+    type Error = MeterError;
+
+    fn push(&mut self, event: Arc<Event>) -> Result<Flow, MeterError> {
+        TokensFold::push(self, &event).map(|()| Flow::Continue)
     }
-    Ok(fold.finish())
 }
 
 #[cfg(test)]

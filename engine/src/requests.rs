@@ -44,7 +44,6 @@
 //! its messages, which grows with the square of the session length.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::ptr;
 use std::sync::Arc;
 
@@ -55,18 +54,11 @@ use sessionlog_format::rules::RuleContext;
 use sessionlog_format::stream::{StreamChunk, StreamRecord, TokenUsage};
 use sessionlog_format::tokens::{estimate_message, estimate_tools};
 use sessionlog_format::{
-    Event, EventData, EventType, FormatVersion, Message, ReadOptions, Recovery, SnapshotMode,
-    SurfaceOp, Violation,
+    Event, EventData, EventType, FormatVersion, Message, SurfaceOp, Violation,
 };
 
 use crate::error::Error;
-use crate::files::open_log;
-use crate::inspect::SessionSource;
-use crate::migrate::read_as_v3;
-use crate::store::Store;
-
-/// Events read from the store per range read.
-const STORE_READ_EVENTS_MAX: u64 = 4096;
+use crate::replay::{Flow, Projection, SessionSource};
 
 /// How `requests` runs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -697,84 +689,17 @@ pub fn requests(
     source: SessionSource<'_>,
     options: RequestOptions,
 ) -> Result<RequestReport, Error> {
-    match source {
-        SessionSource::File { path, snapshot } => file_requests(path, snapshot, options),
-        SessionSource::Store { store, session } => stored_requests(store, session, options),
-    }
-}
-
-fn file_requests(
-    path: &Path,
-    snapshot: SnapshotMode,
-    options: RequestOptions,
-) -> Result<RequestReport, Error> {
-    let mut reader = open_log(
-        path,
-        ReadOptions {
-            recovery: Recovery::Strict,
-            snapshot,
-        },
-    )?;
-    let refused = |line: Option<u64>, seq: u64, violation: Violation| {
-        let line = line.map(|l| format!(":{l}")).unwrap_or_default();
-        Error::Refused(format!("{}{line}: seq {seq}: {violation}", path.display()))
-    };
-    if reader.version() != FormatVersion::V3 {
-        // Older versions are migrated in memory; nothing is written. Their V3 seqs have no
-        // line of their own.
-        drop(reader);
-        let (header, events, snapshot) = read_as_v3(path, snapshot)?;
-        let mut analyzer = RequestAnalyzer::new(&header.id, snapshot, options);
-        for event in events {
-            let seq = event.seq;
-            analyzer
-                .push_shared(Arc::new(event))
-                .map_err(|v| refused(None, seq, v))?;
-        }
-        return Ok(analyzer.finish());
-    }
-    let read_error = |source| Error::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let session = reader.header().id.clone();
-    // The first row settles whether the file is a normalized recording.
-    let mut next = reader.next_event().transpose().map_err(read_error)?;
-    let mut analyzer = RequestAnalyzer::new(&session, reader.snapshot(), options);
-    while let Some(event) = next {
-        let (seq, line) = (event.seq, reader.line());
-        analyzer
-            .push_shared(Arc::new(event))
-            .map_err(|v| refused(Some(line), seq, v))?;
-        next = reader.next_event().transpose().map_err(read_error)?;
-    }
+    let analyzer = source
+        .replay(|opening| RequestAnalyzer::new(opening.session(), opening.snapshot, options))?;
     Ok(analyzer.finish())
 }
 
-fn stored_requests(
-    store: &Store,
-    session: &str,
-    options: RequestOptions,
-) -> Result<RequestReport, Error> {
-    let snapshot = store.is_snapshot(session)?;
-    let next_seq = store.head(session)?.next_seq;
-    let mut analyzer = RequestAnalyzer::new(session, snapshot, options);
-    let mut from_seq = 0;
-    while from_seq < next_seq {
-        let to_seq = next_seq.min(from_seq + STORE_READ_EVENTS_MAX);
-        let events = store.read_range(session, from_seq, to_seq)?;
-        if events.is_empty() {
-            break;
-        }
-        for event in events {
-            let seq = event.seq;
-            analyzer
-                .push_shared(Arc::new(event))
-                .map_err(|v| Error::Refused(format!("{session}@{seq}: {v}")))?;
-        }
-        from_seq = to_seq;
+impl Projection for RequestAnalyzer {
+    type Error = Violation;
+
+    fn push(&mut self, event: Arc<Event>) -> Result<Flow, Violation> {
+        self.push_shared(event).map(|()| Flow::Continue)
     }
-    Ok(analyzer.finish())
 }
 
 #[cfg(test)]

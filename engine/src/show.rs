@@ -14,21 +14,16 @@ mod describe;
 mod tests;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::sync::Arc;
 
 use sessionlog_format::message::ToolResultBlock;
 use sessionlog_format::payload::{
     CompactionEndData, CompactionPruneData, CompactionSummaryData, SystemMessageData,
 };
-use sessionlog_format::{
-    ContentBlock, Event, EventData, EventType, FormatVersion, Message, ReadOptions, Recovery,
-    SnapshotMode, SurfaceOp,
-};
+use sessionlog_format::{ContentBlock, Event, EventData, EventType, Message, SurfaceOp};
 
 use crate::error::Error;
-use crate::files::open_log;
-use crate::inspect::SessionSource;
-use crate::migrate::read_as_v3;
+use crate::replay::{Flow, Projection, SessionSource};
 
 use self::describe::{
     cut, describe_attachment, describe_failure, describe_finish, describe_reason, excerpt,
@@ -37,8 +32,6 @@ use self::describe::{
 
 /// The default cut of one body (a text, reasoning, tool-call arguments or a tool result).
 pub const BODY_BYTES_MAX_DEFAULT: usize = 2000;
-/// Events per store read, so that memory holds one batch of events plus the transcript.
-const READ_BATCH_EVENTS: u64 = 4096;
 
 /// How `show` renders bodies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -526,59 +519,16 @@ impl TranscriptBuilder {
 
 /// The transcript of a file (any version, migrated in memory) or of a stored session.
 pub fn show(source: SessionSource<'_>, options: ShowOptions) -> Result<Transcript, Error> {
-    match source {
-        SessionSource::File { path, snapshot } => show_file(path, snapshot, options),
-        SessionSource::Store { store, session } => {
-            let snapshot = store.is_snapshot(session)?;
-            let next_seq = store.head(session)?.next_seq;
-            let mut builder = TranscriptBuilder::new(session, snapshot, options);
-            let mut from_seq = 0;
-            while from_seq < next_seq {
-                let to_seq = from_seq.saturating_add(READ_BATCH_EVENTS).min(next_seq);
-                for event in store.read_range(session, from_seq, to_seq)? {
-                    builder.push(&event);
-                }
-                from_seq = to_seq;
-            }
-            Ok(builder.finish())
-        }
-    }
+    let builder = source
+        .replay(|opening| TranscriptBuilder::new(opening.session(), opening.snapshot, options))?;
+    Ok(builder.finish())
 }
 
-fn show_file(
-    path: &Path,
-    snapshot: SnapshotMode,
-    options: ShowOptions,
-) -> Result<Transcript, Error> {
-    let read = ReadOptions {
-        recovery: Recovery::Strict,
-        snapshot,
-    };
-    let mut reader = open_log(path, read)?;
-    if reader.version() != FormatVersion::V3 {
-        // Older versions are migrated in memory; nothing is written.
-        drop(reader);
-        let (header, events, snapshot) = read_as_v3(path, snapshot)?;
-        let mut builder = TranscriptBuilder::new(&header.id, snapshot, options);
-        for event in &events {
-            builder.push(event);
-        }
-        return Ok(builder.finish());
+impl Projection for TranscriptBuilder {
+    type Error = std::convert::Infallible;
+
+    fn push(&mut self, event: Arc<Event>) -> Result<Flow, Self::Error> {
+        TranscriptBuilder::push(self, &event);
+        Ok(Flow::Continue)
     }
-    // A V3 file streams: memory holds one row plus the transcript.
-    let session = reader.header().id.clone();
-    let read_error = |source| Error::Read {
-        path: path.to_owned(),
-        source,
-    };
-    // The first row settles whether the file is a normalized recording.
-    let first = reader.next_event().transpose().map_err(read_error)?;
-    let mut builder = TranscriptBuilder::new(&session, reader.snapshot(), options);
-    if let Some(event) = first {
-        builder.push(&event);
-    }
-    while let Some(event) = reader.next_event() {
-        builder.push(&event.map_err(read_error)?);
-    }
-    Ok(builder.finish())
 }

@@ -4,20 +4,15 @@
 //! Effective means effective now: the latest non-empty surviving system node in surface
 //! order. When the prompt has been cleared, no version is effective.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use sessionlog_format::fold::fold_from_scratch;
+use sessionlog_format::relations::Identity;
 use sessionlog_format::rules::RuleContext;
-use sessionlog_format::{
-    Event, EventData, FormatVersion, ReadOptions, Recovery, SessionFold, SnapshotMode, SurfaceOp,
-};
+use sessionlog_format::{Event, EventData, FormatVersion, SessionFold, SurfaceOp, Violation};
 
 use super::projection::{effective_seq, message_text, system_nodes};
 use super::PromptError;
-use crate::files::open_log;
-use crate::migrate::read_as_v3;
-use crate::store::Store;
+use crate::replay::{Flow, Projection, SessionSource};
 
 /// How a version entered the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,55 +98,45 @@ pub fn prompt_versions<'a>(
     versions
 }
 
-/// The prompt history of a stored session.
-pub fn history_from_store(store: &Store, session: &str) -> Result<PromptHistory, PromptError> {
-    let next_seq = store.with_fold(session, |f| f.admission().next_seq())?;
-    let events = store.read_range(session, 0, next_seq)?;
-    let fold = store.fold_at(session, next_seq.checked_sub(1))?;
+/// The prompt history of a log file of any version (older ones migrated in memory) or of a
+/// stored session. Memory holds the fold and the session's system messages.
+pub fn history(source: SessionSource<'_>) -> Result<PromptHistory, PromptError> {
+    let projection = source.replay(|opening| {
+        let mut fold = SessionFold::new(RuleContext {
+            version: FormatVersion::V3,
+            snapshot: opening.snapshot,
+        });
+        fold.set_identity(Identity::of(opening.header));
+        HistoryProjection {
+            session: opening.session().to_owned(),
+            fold,
+            system_events: Vec::new(),
+        }
+    })?;
     Ok(PromptHistory {
-        session: session.to_owned(),
-        versions: prompt_versions(&events, &fold),
+        versions: prompt_versions(
+            projection.system_events.iter().map(|e| e.as_ref()),
+            &projection.fold,
+        ),
+        session: projection.session,
     })
 }
 
-/// The prompt history of a log file of any version (older ones migrated in memory).
-pub fn history_from_file(
-    path: &Path,
-    snapshot: SnapshotMode,
-) -> Result<PromptHistory, PromptError> {
-    let options = ReadOptions {
-        recovery: Recovery::Strict,
-        snapshot,
-    };
-    let mut reader = open_log(path, options)?;
-    let (session, events, snapshot) = if reader.version() == FormatVersion::V3 {
-        let session = reader.header().id.clone();
-        let mut events = Vec::new();
-        while let Some(next) = reader.next_event() {
-            events.push(next.map_err(|source| crate::Error::Read {
-                path: path.to_owned(),
-                source,
-            })?);
+/// The fold of a whole session and its system messages, the versions' material.
+struct HistoryProjection {
+    session: String,
+    fold: SessionFold,
+    system_events: Vec<Arc<Event>>,
+}
+
+impl Projection for HistoryProjection {
+    type Error = Violation;
+
+    fn push(&mut self, event: Arc<Event>) -> Result<Flow, Violation> {
+        if matches!(event.data, EventData::SystemMessage(_)) {
+            self.system_events.push(Arc::clone(&event));
         }
-        (session, events, reader.snapshot())
-    } else {
-        drop(reader);
-        let (header, events, snapshot) = read_as_v3(path, snapshot)?;
-        (header.id, events, snapshot)
-    };
-    let ctx = RuleContext {
-        version: FormatVersion::V3,
-        snapshot,
-    };
-    let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
-    let fold =
-        fold_from_scratch(ctx, &events).map_err(|(idx, violation)| PromptError::Refused {
-            session: session.clone(),
-            seq: events.get(idx).map_or(0, |e| e.seq),
-            message: violation.to_string(),
-        })?;
-    Ok(PromptHistory {
-        versions: prompt_versions(events.iter().map(|e| e.as_ref()), &fold),
-        session,
-    })
+        self.fold.admit(event)?;
+        Ok(Flow::Continue)
+    }
 }

@@ -46,11 +46,4 @@ pub enum PromptError {
     /// A log file could not be read.
     #[error(transparent)]
     File(#[from] crate::Error),
-    /// The log refused an event (as `SESSION@SEQ: message`).
-    #[error("{session}@{seq}: {message}")]
-    Refused {
-        session: String,
-        seq: u64,
-        message: String,
-    },
 }

@@ -14,11 +14,11 @@ use sessionlog_engine::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE
 use sessionlog_engine::agent::tools::PLAN_SECTION;
 use sessionlog_engine::agent::turn::{model_switch_text, Agent};
 use sessionlog_engine::agent::{AgentError, CancelToken};
-use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::prompt::capability::{
     Adapter, Catalog, ModelInfo, PreparedCall, SystemPromptUpdate, DEEPSEEK_PROVIDER,
 };
 use sessionlog_engine::prompt::tools::ToolSchema;
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::requests::{requests, RequestOptions};
 use sessionlog_engine::store::Store;
 use sessionlog_format::{Event, EventData, EventType, SessionHeader};

@@ -18,8 +18,8 @@ use sessionlog_engine::compaction::{
     compact, compact_region, surface_nodes, CompactionError, CompactionOptions, RegionError,
     COMPACTION_INSTRUCTION,
 };
-use sessionlog_engine::inspect::SessionSource;
 use sessionlog_engine::prompt::capability::{Adapter, Catalog, PreparedCall};
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::requests::{requests, PrefixBreak, RequestOptions};
 use sessionlog_engine::store::Store;
 use sessionlog_format::surface::NodeKind;

@@ -9,10 +9,11 @@ use serde_json::json;
 
 use sessionlog_engine::prompt::capability::{Adapter, Catalog, PreparedCall};
 use sessionlog_engine::prompt::header_log::HeaderReason;
-use sessionlog_engine::prompt::history::{history_from_store, VersionKind};
+use sessionlog_engine::prompt::history::{history, VersionKind};
 use sessionlog_engine::prompt::projection::{message_text, Commit};
 use sessionlog_engine::prompt::step::{FinishInput, PromptLoop, StepInput, StepOutcome};
 use sessionlog_engine::prompt::tools::ToolSchema;
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::store::Store;
 use sessionlog_format::payload::CallConfig;
 use sessionlog_format::{ContentBlock, Event, EventData, Extra, Message, SurfaceOp};
@@ -298,7 +299,11 @@ fn in_history_route_keeps_node_zero() {
     assert_eq!(h.system_texts(), vec!["A", "B", "C"]);
     let unchanged = h.turn("C", &flash());
     assert_eq!(unchanged.commits, vec![]);
-    let history = history_from_store(&h.store, "s").unwrap();
+    let history = history(SessionSource::Store {
+        store: &h.store,
+        session: "s",
+    })
+    .unwrap();
     let kinds: Vec<VersionKind> = history.versions.iter().map(|v| v.kind).collect();
     assert_eq!(
         kinds,
@@ -402,7 +407,11 @@ fn clearing_three_active_versions() {
             restore_appends
         );
         assert_eq!(h.system_texts(), vec!["N"]);
-        let history = history_from_store(&h.store, "s").unwrap();
+        let history = history(SessionSource::Store {
+            store: &h.store,
+            session: "s",
+        })
+        .unwrap();
         let clears = history
             .versions
             .iter()
@@ -418,7 +427,11 @@ fn cleared_prompt_has_no_effective_version() {
     let mut h = Harness::new();
     h.turn("A", &flash());
     h.turn("", &flash());
-    let history = history_from_store(&h.store, "s").unwrap();
+    let history = history(SessionSource::Store {
+        store: &h.store,
+        session: "s",
+    })
+    .unwrap();
     assert_eq!(history.effective(), None);
     assert_eq!(history.versions[1].kind, VersionKind::Clear);
 }
@@ -747,7 +760,7 @@ fn readmission_after_a_retry_compaction() {
 // Method: four kinds of turns on one session, then `requests` over the store.
 #[test]
 fn requests_reconstruct_the_prompt_versions() {
-    use sessionlog_engine::inspect::SessionSource;
+    use sessionlog_engine::replay::SessionSource;
     use sessionlog_engine::requests::{requests, RequestOptions};
 
     let mut h = Harness::new();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use sessionlog_engine::generate::generate_file;
-use sessionlog_engine::inspect::SessionSource;
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::requests::{requests, PrefixBreak, RequestOptions, RequestReport};
 use sessionlog_format::fold::{canonical_header, headers_equal, SessionFold};
 use sessionlog_format::gen::{GenOptions, Generator};
