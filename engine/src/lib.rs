@@ -34,6 +34,7 @@ pub mod meter;
 pub mod migrate;
 pub mod pg_store;
 pub mod prompt;
+pub mod publish;
 pub mod replay;
 pub mod requests;
 pub mod salvage;

@@ -6,7 +6,7 @@
 //! proof publishes nothing.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use sessionlog_format::{
@@ -19,7 +19,7 @@ use sessionlog_migrations::{
 
 use crate::error::Error;
 use crate::files::{open_log, LogInput};
-use crate::transfer::sync_parent;
+use crate::publish::publish_new;
 
 /// Source events between two progress reports.
 const PROGRESS_EVENTS: u64 = 8192;
@@ -336,9 +336,8 @@ fn target_path(
     }
 }
 
-/// Writes the successor to a temporary file (`write` streams into it and ends with the
-/// writer), syncs it, links it into place without overwriting, and syncs the directory. A
-/// refusal publishes nothing: the temporary file is removed either way.
+/// Publishes the successor (see [`crate::publish`]): `write` streams it into the temporary
+/// file and ends with the writer. A refusal publishes nothing.
 fn publish(
     target: &Path,
     write: impl FnOnce(&Path) -> Result<Result<(Summary, LogWriter<BufWriter<File>>), Refused>, Error>,
@@ -346,33 +345,17 @@ fn publish(
     if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = target.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let published = write(&temp).and_then(|written| match written {
-        Ok((summary, writer)) => {
-            let out = writer.into_inner().map_err(|e| Error::io(&temp, e))?;
-            let file = out
-                .into_inner()
-                .map_err(|e| Error::io(&temp, e.into_error()))?;
-            file.sync_all().map_err(|e| Error::io(&temp, e))?;
-            fs::hard_link(&temp, target).map_err(|e| Error::io(target, e))?;
-            sync_parent(target)?;
-            Ok(Ok(summary))
-        }
-        Err(refused) => Ok(Err(refused)),
-    });
-    let removed = match fs::remove_file(&temp) {
-        Ok(()) => Ok(()),
-        // A refusal before the header was known created no file.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(&temp, e)),
-    };
-    let published = published?;
-    removed?;
-    Ok(published)
+    publish_new(target, "tmp", |temp| {
+        Ok(match write(temp)? {
+            Ok((summary, writer)) => {
+                let out = writer.into_inner().map_err(|e| Error::io(temp, e))?;
+                out.into_inner()
+                    .map_err(|e| Error::io(temp, e.into_error()))?;
+                Ok(summary)
+            }
+            Err(refused) => Err(refused),
+        })
+    })
 }
 
 fn open_successor(

@@ -113,30 +113,23 @@ pub fn backup(store: &Store, out: &Path) -> Result<Vec<crate::log_store::CopiedS
             out.display()
         )));
     }
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = out.with_file_name(format!(".{name}.backup-{}", std::process::id()));
-    let temp_wal = crate::store::wal_path(&temp);
-    let built = (|| {
-        let target = Store::open(&temp)?;
+    let mut temp_wal = None;
+    let copied = crate::publish::publish_file(out, "backup", |temp| {
+        let wal = temp_wal.insert(crate::store::wal_path(temp));
+        let target = Store::open(temp)?;
         let copied = crate::log_store::copy_sessions(store, &target, &[], &mut |_, _| {})?;
         drop(target);
-        std::fs::remove_file(&temp_wal).map_err(|e| Error::io(&temp_wal, e))?;
+        std::fs::remove_file(&*wal).map_err(|e| Error::io(wal, e))?;
         if let Some(bad) = copied.iter().find(|c| !c.report.ok()) {
             return Err(Error::Refused(format!(
                 "{}: the copy does not verify: {:?}",
                 bad.session, bad.report.faults
             )));
         }
-        std::fs::hard_link(&temp, out).map_err(|e| Error::io(out, e))?;
-        crate::transfer::sync_parent(out)?;
         Ok(copied)
-    })();
-    let _ = std::fs::remove_file(&temp_wal);
-    let removed = std::fs::remove_file(&temp).map_err(|e| Error::io(&temp, e));
-    let copied = built?;
-    removed?;
-    Ok(copied)
+    });
+    if let Some(wal) = temp_wal {
+        let _ = std::fs::remove_file(wal);
+    }
+    copied
 }

@@ -14,7 +14,7 @@
 //! byte of the file, so a change that leaves the parsed events equal (whitespace, key order)
 //! is caught too. [`verify_sealed`] reads the file strictly, recomputes both, and compares.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -24,8 +24,8 @@ use sessionlog_format::{ReadOptions, Recovery, SnapshotMode};
 
 use crate::error::Error;
 use crate::files::open_log;
+use crate::publish::publish_file;
 use crate::store::Store;
-use crate::transfer::sync_parent;
 
 /// The seal's `type` value.
 pub const SEAL_TYPE: &str = "sessionlog/seal";
@@ -267,8 +267,7 @@ pub fn seal_export(store: &Store, session: &str, file: &Path) -> Result<Seal, Er
     Ok(seal)
 }
 
-/// Writes a new file safely: temporary name, sync, link without overwriting, sync the
-/// directory.
+/// Writes a new file safely (see [`crate::publish`]).
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     if path.exists() {
         return Err(Error::Refused(format!(
@@ -276,25 +275,14 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), Error> {
             path.display()
         )));
     }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let written = (|| {
+    publish_file(path, "tmp", |temp| {
         let mut file = File::options()
             .write(true)
             .create_new(true)
-            .open(&temp)
-            .map_err(|e| Error::io(&temp, e))?;
-        file.write_all(bytes).map_err(|e| Error::io(&temp, e))?;
-        file.sync_all().map_err(|e| Error::io(&temp, e))?;
-        fs::hard_link(&temp, path).map_err(|e| Error::io(path, e))?;
-        sync_parent(path)
-    })();
-    let removed = fs::remove_file(&temp);
-    written?;
-    removed.map_err(|e| Error::io(&temp, e))
+            .open(temp)
+            .map_err(|e| Error::io(temp, e))?;
+        file.write_all(bytes).map_err(|e| Error::io(temp, e))
+    })
 }
 
 /// Verifies `file` against its `<file>.seal`: the file must read strictly, and its events,
@@ -461,7 +449,7 @@ mod tests {
             (seal_of(SEAL_VERSION, &compressed), false),
         ];
         for (seal, holds) in cases {
-            fs::write(seal_path(&file), seal.to_line()).unwrap();
+            std::fs::write(seal_path(&file), seal.to_line()).unwrap();
             let report = verify_sealed(&file);
             assert_eq!(report.ok(), holds, "{seal:?}: {:?}", report.faults);
             if !holds {

@@ -4,7 +4,7 @@
 //! into place without overwriting, and syncs the directory, so a crash never leaves a partial
 //! file under the target name.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -16,6 +16,7 @@ use sessionlog_format::{
 
 use crate::error::Error;
 use crate::files::open_log;
+use crate::publish::publish_file;
 use crate::store::{AppendAck, Store};
 
 /// Events per append batch during import.
@@ -236,49 +237,22 @@ fn export_to_file(
     } else {
         Compression::None
     };
-    let temp = temp_path(path);
-    let file = File::options()
-        .write(true)
-        .create_new(true)
-        .open(&temp)
-        .map_err(|e| Error::io(&temp, e))?;
-    let written = write_session(
-        store,
-        session,
-        end_seq,
-        BufWriter::new(file),
-        compression,
-        &temp,
-    );
-    let published = written.and_then(|(n_events, file)| {
-        file.sync_all().map_err(|e| Error::io(&temp, e))?;
-        fs::hard_link(&temp, path).map_err(|e| Error::io(path, e))?;
-        sync_parent(path)?;
+    publish_file(path, "tmp", |temp| {
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(temp)
+            .map_err(|e| Error::io(temp, e))?;
+        let (n_events, _file) = write_session(
+            store,
+            session,
+            end_seq,
+            BufWriter::new(file),
+            compression,
+            temp,
+        )?;
         Ok(n_events)
-    });
-    let removed = fs::remove_file(&temp).map_err(|e| Error::io(&temp, e));
-    let n_events = published?;
-    removed?;
-    Ok(n_events)
-}
-
-fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
-}
-
-/// Syncs the directory holding `path`, so that a new name in it is durable.
-pub(crate) fn sync_parent(path: &Path) -> Result<(), Error> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    File::open(parent)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|e| Error::io(parent, e))
+    })
 }
 
 fn write_session<W: IntoInnerWriter>(

@@ -36,6 +36,7 @@ pub use self::tables::STORE_FORMAT_VERSION;
 use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
 pub use self::wal::{wal_path, DamagedFrame, WalFile};
 use self::wal::{FrameBuilder, Replay, Wal, WalEntry};
+use crate::publish::{publish_file, PublishError};
 
 /// How far the WAL may grow while snapshot readers keep a writer from making redb durable.
 const WAL_DEFERRED_BYTES_MAX: u64 = 4 * wal::DURABLE_BYTES_MAX;
@@ -236,43 +237,25 @@ impl std::fmt::Debug for Store {
 /// store that can never be opened again. Losing a race to another creator is fine: its file is
 /// kept and ours dropped.
 fn create_file(path: &Path) -> Result<(), StoreError> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.creating-{}", std::process::id()));
-    let created = (|| {
-        // A file left by an earlier crash of this same pid is stale.
-        match std::fs::remove_file(&temp) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(StoreError::storage(e)),
-        }
-        let db = Database::create(&temp).map_err(StoreError::storage)?;
-        let mut txn = db.begin_write().map_err(StoreError::storage)?;
+    let io = |temp: &Path, e: redb::Error| PublishError {
+        path: temp.to_owned(),
+        source: std::io::Error::other(e),
+    };
+    let created = publish_file(path, "creating", |temp| {
+        let db = Database::create(temp).map_err(|e| io(temp, e.into()))?;
+        let mut txn = db.begin_write().map_err(|e| io(temp, e.into()))?;
         txn.set_durability(Durability::Immediate)
-            .map_err(StoreError::storage)?;
-        txn.commit().map_err(StoreError::storage)?;
+            .map_err(|e| io(temp, e.into()))?;
+        txn.commit().map_err(|e| io(temp, e.into()))?;
         drop(db);
-        std::fs::File::open(&temp)
-            .and_then(|file| file.sync_all())
-            .map_err(StoreError::storage)?;
-        match std::fs::hard_link(&temp, path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(StoreError::storage(e)),
-        }
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        std::fs::File::open(parent)
-            .and_then(|dir| dir.sync_all())
-            .map_err(StoreError::storage)
-    })();
-    let removed = std::fs::remove_file(&temp);
-    created?;
-    removed.map_err(StoreError::storage)
+        Ok::<(), PublishError>(())
+    });
+    match created {
+        Ok(()) => Ok(()),
+        // Another creator won the race: its file is kept and ours dropped.
+        Err(error) if error.is_exists() => Ok(()),
+        Err(error) => Err(StoreError::storage(error)),
+    }
 }
 
 impl Store {
