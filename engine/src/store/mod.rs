@@ -683,10 +683,30 @@ impl Store {
         }
         let mut wal = lock(&self.wal);
         let wal = wal.as_mut().expect("a writable store has its WAL");
-        match self.insert_session(wal, header, snapshot) {
+        match self.poison_on_panic("a session creation", || {
+            self.insert_session(wal, header, snapshot)
+        }) {
             Err(StoreError::Storage(message)) => Err(self.poison(message)),
             other => other,
         }
+    }
+
+    /// Runs a write; a panic inside it (after admission advanced a warm fold, say) poisons the
+    /// store like an I/O failure, so that no later write builds on state the disk lacks, and is
+    /// returned as a storage error.
+    fn poison_on_panic<T>(
+        &self,
+        what: &str,
+        write: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(write)).unwrap_or_else(|panic| {
+            let detail = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(self.poison(format!("{what} panicked: {detail}")))
+        })
     }
 
     /// Stages the session record in a write transaction, makes it durable in the WAL (like an
@@ -804,7 +824,10 @@ impl Store {
         let mut wal = lock(&self.wal);
         let wal = wal.as_mut().expect("a writable store has its WAL");
         self.written.store(true, Ordering::SeqCst);
-        match self.write_group(wal, requests) {
+        let n_requests = requests.len();
+        let written =
+            self.poison_on_panic("an append group", || Ok(self.write_group(wal, requests)));
+        match written.unwrap_or_else(|error| Err((n_requests, error))) {
             Ok(results) => results,
             Err((n_requests, error)) => {
                 let message = error.to_string();

@@ -163,3 +163,89 @@ fn broken_store_file_loses_nothing_acknowledged() {
     assert!(store.verify(&[]).unwrap().iter().all(|r| r.ok()));
     store.append("a", 3, vec![title(3)]).unwrap();
 }
+
+/// The store's real WAL file, whose writes panic once `panics` is set: a bug inside an
+/// append group, after admission advanced the session's warm fold.
+struct PanickingWal {
+    file: std::fs::File,
+    panics: Arc<AtomicBool>,
+}
+
+impl WalFile for PanickingWal {
+    fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        self.file.read_all()
+    }
+    fn write_all_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        assert!(
+            !self.panics.load(Ordering::SeqCst),
+            "injected panic in a WAL write"
+        );
+        self.file.write_all_at(offset, bytes)
+    }
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        WalFile::set_len(&mut self.file, len)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        WalFile::sync_data(&mut self.file)
+    }
+    fn sync_all(&mut self) -> io::Result<()> {
+        WalFile::sync_all(&mut self.file)
+    }
+}
+
+// Goal: a panic inside an append group, after admission advanced the warm fold, poisons the
+// store: the panicking append is a storage error (the panic does not escape), the next append
+// is refused, nothing of the panicking batch is visible, and a reopen recovers exactly the
+// acknowledged state.
+// Method: a WAL file whose writes panic once told to; append, panic, append again, reopen.
+#[test]
+fn a_panic_in_an_append_group_poisons_until_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let open = |path: &std::path::Path| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .unwrap()
+    };
+    let panics = Arc::new(AtomicBool::new(false));
+    let backend = FileBackend::new(open(&path)).unwrap();
+    let wal = PanickingWal {
+        file: open(&path.with_extension("redb.wal")),
+        panics: Arc::clone(&panics),
+    };
+    let store = Store::open_with_backends(&path, backend, wal).unwrap();
+    store.create_session(&header("a")).unwrap();
+    let acked = store.append("a", 0, vec![title(0), title(1)]).unwrap();
+    panics.store(true, Ordering::SeqCst);
+    let failed = store.append("a", 2, vec![title(2)]);
+    match &failed {
+        Err(StoreError::Storage(message)) => assert!(message.contains("panicked"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(store.is_poisoned());
+    panics.store(false, Ordering::SeqCst);
+    assert!(matches!(
+        store.append("a", 2, vec![title(2)]),
+        Err(StoreError::Poisoned)
+    ));
+    assert!(matches!(
+        store.create_session(&header("b")),
+        Err(StoreError::Poisoned)
+    ));
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.head("a").unwrap(), acked_head(&acked));
+    assert!(store.verify(&[]).unwrap().iter().all(|r| r.ok()));
+    store.append("a", 2, vec![title(2)]).unwrap();
+}
+
+fn acked_head(ack: &sessionlog_engine::store::AppendAck) -> sessionlog_engine::store::Head {
+    sessionlog_engine::store::Head {
+        next_seq: ack.next_seq,
+        chain: ack.head_chain,
+    }
+}
