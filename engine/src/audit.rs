@@ -12,7 +12,7 @@ use sessionlog_format::{Event, EventData, ReadOptions, Recovery, SnapshotMode, S
 
 use crate::error::Error;
 use crate::files::open_log;
-use crate::migrate::{is_generation_name, Sink};
+use crate::migrate::Sink;
 use crate::requests::{RequestAnalyzer, RequestOptions, RequestSummary};
 use crate::store::Store;
 
@@ -75,11 +75,6 @@ pub struct AuditRow {
 /// relative to `path`, and what the walk skipped ([`crate::walk`]).
 pub fn session_files(path: &Path) -> Result<crate::walk::Walk, Error> {
     crate::walk::walk(path)
-}
-
-/// Whether `name` would be audited when found in a walked tree.
-pub fn is_session_file(name: &str) -> bool {
-    is_generation_name(name)
 }
 
 /// Counts what a row shows, over V3 events, and feeds the request analysis.

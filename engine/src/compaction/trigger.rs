@@ -77,22 +77,8 @@ fn settle(
 }
 
 /// The pre-step hook: compacts when the estimated context (surface plus tools) reaches the
-/// threshold of `route`'s context window, with [`CompactionPolicy::from_env`]. Returns
-/// whether a compaction was committed. A route without a window never compacts.
-pub fn pre_step(
-    store: &Store,
-    session: &str,
-    adapter: &mut dyn LlmAdapter,
-    route: &PreparedCall,
-    turn: u64,
-    step: u64,
-    cancel: &CancelToken,
-) -> Result<bool, AgentError> {
-    let policy = CompactionPolicy::from_env();
-    pre_step_with(policy, store, session, adapter, route, turn, step, cancel)
-}
-
-/// [`pre_step`] with an explicit policy.
+/// threshold of `route`'s context window under `policy`. Returns whether a compaction was
+/// committed. A route without a window never compacts.
 #[allow(clippy::too_many_arguments)]
 pub fn pre_step_with(
     policy: CompactionPolicy,
