@@ -17,7 +17,7 @@ use crate::output::{note_skipped, print_json, progress, skipped_json, EXIT_FAULT
 use crate::store_commands::DbArgs;
 
 #[derive(Debug, Args)]
-pub struct AuditArgs {
+pub(crate) struct AuditArgs {
     #[command(flatten)]
     db: DbArgs,
     #[command(flatten)]
@@ -27,7 +27,7 @@ pub struct AuditArgs {
     sources: Vec<String>,
 }
 
-pub fn audit(global: Global, args: AuditArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn audit(global: Global, args: AuditArgs) -> anyhow::Result<ExitCode> {
     let on_disk = !args.sources.is_empty()
         && args
             .sources

@@ -20,7 +20,7 @@ use crate::store_commands;
 /// sessionlog: a storage engine and toolkit for dsh agent session logs.
 #[derive(Debug, Parser)]
 #[command(name = "sessionlog", version, about)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Print exactly one JSON document on stdout.
     #[arg(long, global = true)]
     json: bool,
@@ -90,7 +90,7 @@ enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct InputArgs {
+pub(crate) struct InputArgs {
     /// Read normalized snapshot recordings (seq = row index, time = 0).
     #[arg(long, value_enum, default_value_t = SnapshotArg::Auto, num_args = 0..=1, require_equals = true, default_missing_value = "on")]
     pub snapshot: SnapshotArg,
@@ -183,13 +183,13 @@ impl From<RecoveryArg> for Recovery {
 
 /// Output settings every command shares.
 #[derive(Debug, Clone, Copy)]
-pub struct Global {
+pub(crate) struct Global {
     pub json: bool,
     pub quiet: bool,
 }
 
 /// Runs the parsed command line.
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let global = Global {
         json: cli.json,
         quiet: cli.quiet,

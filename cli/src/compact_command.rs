@@ -36,7 +36,7 @@ enum ProviderArg {
 }
 
 #[derive(Debug, Args)]
-pub struct CompactArgs {
+pub(crate) struct CompactArgs {
     #[command(flatten)]
     db: DbArgs,
     /// The stored session to compact.
@@ -65,7 +65,7 @@ pub struct CompactArgs {
     script: Option<PathBuf>,
 }
 
-pub fn run(global: Global, args: CompactArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(global: Global, args: CompactArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open()?;
     let header_model = store.with_fold(&args.session, |f| {
         f.request_header().map(|h| h.config.model.clone())

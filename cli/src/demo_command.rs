@@ -22,7 +22,7 @@ use crate::commands::Global;
 use crate::output::{hex, print_json, EXIT_FAULT, EXIT_OK};
 
 #[derive(Debug, Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// A new directory to write into; default: a fresh one under the system temp directory.
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -34,7 +34,7 @@ pub struct DemoArgs {
 /// The session whose requests the demo shows.
 const SHOWN_SESSION_DIR: &str = "demo-v3-raw";
 
-pub fn demo(global: Global, args: DemoArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn demo(global: Global, args: DemoArgs) -> anyhow::Result<ExitCode> {
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
         None => fresh_dir()?,

@@ -17,7 +17,7 @@ use crate::output::{print_json, EXIT_FAULT, EXIT_OK};
 use crate::store_commands::DbArgs;
 
 #[derive(Debug, Args)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     #[command(flatten)]
     db: DbArgs,
     #[command(flatten)]
@@ -57,7 +57,7 @@ fn side(arg: &str) -> Side<'_> {
     }
 }
 
-pub fn diff(global: Global, args: DiffArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn diff(global: Global, args: DiffArgs) -> anyhow::Result<ExitCode> {
     let (left, right) = (side(&args.left), side(&args.right));
     let needs_store = [&left, &right].iter().any(|s| !Path::new(s.name).exists());
     let store: Option<Store> = if needs_store {

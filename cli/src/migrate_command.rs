@@ -13,7 +13,7 @@ use crate::commands::{Global, InputArgs};
 use crate::output::{note_skipped, print_json, progress, skipped_json, EXIT_FAULT, EXIT_OK};
 
 #[derive(Debug, Args)]
-pub struct MigrateArgs {
+pub(crate) struct MigrateArgs {
     #[command(flatten)]
     input: InputArgs,
     /// The target version (only 3, the current one).
@@ -34,7 +34,7 @@ pub struct MigrateArgs {
     paths: Vec<PathBuf>,
 }
 
-pub fn migrate(global: Global, args: MigrateArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn migrate(global: Global, args: MigrateArgs) -> anyhow::Result<ExitCode> {
     let options = MigrateOptions {
         out_dir: args.out_dir.clone(),
         dry_run: args.dry_run,

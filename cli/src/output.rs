@@ -5,15 +5,15 @@ use std::io::{self, Write};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Everything was valid, or the work is done.
-pub const EXIT_OK: u8 = 0;
+pub(crate) const EXIT_OK: u8 = 0;
 /// A fault was found: an invalid file, a refusal, a failed verify, or a conflict.
-pub const EXIT_FAULT: u8 = 1;
+pub(crate) const EXIT_FAULT: u8 = 1;
 /// A usage error: bad arguments, or a read command's `--db` naming no store.
-pub const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 
 /// The exit code of a command's error: a missing store (a mistyped `--db`) is a usage error,
 /// everything else a fault.
-pub fn exit_code_of(error: &anyhow::Error) -> u8 {
+pub(crate) fn exit_code_of(error: &anyhow::Error) -> u8 {
     use sessionlog_engine::store::StoreError;
     let missing = error.chain().any(|cause| {
         matches!(
@@ -32,7 +32,7 @@ pub fn exit_code_of(error: &anyhow::Error) -> u8 {
 }
 
 /// Writes one JSON document and a newline to stdout.
-pub fn print_json(document: &serde_json::Value) -> anyhow::Result<()> {
+pub(crate) fn print_json(document: &serde_json::Value) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
     serde_json::to_writer(&mut out, document)?;
     out.write_all(b"\n")?;
@@ -41,7 +41,7 @@ pub fn print_json(document: &serde_json::Value) -> anyhow::Result<()> {
 }
 
 /// A progress bar on stderr, drawn only when stderr is a terminal and `--quiet` is off.
-pub fn progress(total: u64, quiet: bool, what: &str) -> ProgressBar {
+pub(crate) fn progress(total: u64, quiet: bool, what: &str) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
     }
@@ -55,7 +55,7 @@ pub fn progress(total: u64, quiet: bool, what: &str) -> ProgressBar {
 
 /// An error and its causes on one line, `a: b: c`, leaving out a cause whose text the
 /// message before it already contains (engine errors name their I/O cause themselves).
-pub fn error_text(error: &anyhow::Error) -> String {
+pub(crate) fn error_text(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
         let cause = cause.to_string();
@@ -71,7 +71,7 @@ pub fn error_text(error: &anyhow::Error) -> String {
 }
 
 /// A closed stdout (`sessionlog cat | head`) is success, not an error.
-pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
+pub(crate) fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
         cause
             .downcast_ref::<io::Error>()
@@ -80,7 +80,7 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
 }
 
 /// Notes on stderr for what a walk skipped (unless `--quiet`), one line each.
-pub fn note_skipped(walk: &sessionlog_engine::walk::Walk, quiet: bool) {
+pub(crate) fn note_skipped(walk: &sessionlog_engine::walk::Walk, quiet: bool) {
     if quiet {
         return;
     }
@@ -99,7 +99,7 @@ pub fn note_skipped(walk: &sessionlog_engine::walk::Walk, quiet: bool) {
 }
 
 /// What a walk skipped, for `--json`: `[{path, reason, message}]`.
-pub fn skipped_json(walk: &sessionlog_engine::walk::Walk) -> serde_json::Value {
+pub(crate) fn skipped_json(walk: &sessionlog_engine::walk::Walk) -> serde_json::Value {
     walk.skipped
         .iter()
         .map(|s| {
@@ -113,4 +113,4 @@ pub fn skipped_json(walk: &sessionlog_engine::walk::Walk) -> serde_json::Value {
 }
 
 /// Lower-case hex of a hash, for `headHash`.
-pub use sessionlog_engine::documents::hex;
+pub(crate) use sessionlog_engine::documents::hex;

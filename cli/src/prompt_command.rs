@@ -20,7 +20,7 @@ use crate::store_commands::DbArgs;
 const EXCERPT_CHARS_MAX: usize = 100;
 
 #[derive(Debug, Args)]
-pub struct PromptArgs {
+pub(crate) struct PromptArgs {
     #[command(flatten)]
     db: DbArgs,
     #[command(flatten)]
@@ -29,7 +29,7 @@ pub struct PromptArgs {
     source: String,
 }
 
-pub fn prompt(global: Global, args: PromptArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn prompt(global: Global, args: PromptArgs) -> anyhow::Result<ExitCode> {
     let path = Path::new(&args.source);
     let history = if names_a_file(path) {
         history(SessionSource::File {

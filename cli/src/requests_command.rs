@@ -23,7 +23,7 @@ use crate::output::{print_json, EXIT_OK};
 /// could reuse from the previous request: nothing after a header change, else the tools and
 /// the longest common run of leading messages.
 #[derive(Debug, Args)]
-pub struct RequestsArgs {
+pub(crate) struct RequestsArgs {
     /// The store file. Without it, an existing FILE is read as a log; otherwise SESSION is
     /// looked up in $SESSIONLOG_DB, else the default store of the README.
     #[arg(long)]
@@ -34,7 +34,7 @@ pub struct RequestsArgs {
     source: String,
 }
 
-pub fn run(global: Global, args: RequestsArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(global: Global, args: RequestsArgs) -> anyhow::Result<ExitCode> {
     // The bodies are only printed in JSON; the table needs none.
     let options = RequestOptions {
         bodies: global.json,
@@ -93,7 +93,7 @@ fn looks_like_a_file(path: &Path) -> bool {
 }
 
 /// The CLI.md document: `{"session","requests":[...],"summary":{...}}`.
-pub fn report_json(report: &RequestReport) -> anyhow::Result<Value> {
+pub(crate) fn report_json(report: &RequestReport) -> anyhow::Result<Value> {
     Ok(sessionlog_engine::documents::requests(report)?)
 }
 
@@ -119,7 +119,7 @@ const LEFT_ALIGNED: [bool; N_COLUMNS] = [
 const N_COLUMNS: usize = 13;
 
 /// One row per request, columns aligned, then the summary block.
-pub fn write_table(out: &mut impl Write, report: &RequestReport) -> io::Result<()> {
+pub(crate) fn write_table(out: &mut impl Write, report: &RequestReport) -> io::Result<()> {
     let n = report.requests.len();
     writeln!(out, "session {}: {n} requests", report.session)?;
     let mut cells: Vec<[String; N_COLUMNS]> = vec![COLUMNS.map(str::to_owned)];

@@ -37,7 +37,7 @@ use crate::store_commands::DbArgs;
 const HTTP_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     #[command(flatten)]
     db: DbArgs,
     /// The session: resumed as a new turn when it exists, created when new.
@@ -85,7 +85,7 @@ pub struct RunArgs {
     prompt: Vec<String>,
 }
 
-pub fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open()?;
     let session = args.session.clone().unwrap_or_else(|| {
         let now = std::time::SystemTime::now()

@@ -13,7 +13,7 @@ use crate::output::{hex, print_json, EXIT_FAULT, EXIT_OK};
 use crate::store_commands::DbArgs;
 
 #[derive(Debug, Args)]
-pub struct SalvageArgs {
+pub(crate) struct SalvageArgs {
     #[command(flatten)]
     db: DbArgs,
     /// The directory to write `<session>.v3.jsonl` files to (created if missing; existing
@@ -23,7 +23,7 @@ pub struct SalvageArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct BackupArgs {
+pub(crate) struct BackupArgs {
     #[command(flatten)]
     db: DbArgs,
     /// The new store file (never overwritten).
@@ -31,7 +31,7 @@ pub struct BackupArgs {
     output: PathBuf,
 }
 
-pub fn salvage(global: Global, args: SalvageArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn salvage(global: Global, args: SalvageArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open_read_only()?;
     let report = salvage_store(&store, &args.output)?;
     crate::store_commands::print_damaged_frames(&store);
@@ -83,7 +83,7 @@ pub fn salvage(global: Global, args: SalvageArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-pub fn backup(global: Global, args: BackupArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn backup(global: Global, args: BackupArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open_read_only()?;
     let copied = backup_store(&store, &args.output)?;
     if global.json {

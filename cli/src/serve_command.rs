@@ -16,7 +16,7 @@ use crate::commands::Global;
 use crate::output::{hex, print_json, EXIT_FAULT, EXIT_OK};
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The store: a redb file (default: $SESSIONLOG_DB, else the path in the README) or a
     /// postgres:// URL.
     #[arg(long, env = "SESSIONLOG_DB")]
@@ -30,7 +30,7 @@ pub struct ServeArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CopyArgs {
+pub(crate) struct CopyArgs {
     /// The source: a redb file or a postgres:// URL.
     #[arg(long)]
     from: String,
@@ -50,7 +50,7 @@ fn db_or_default(db: Option<String>) -> anyhow::Result<String> {
     }
 }
 
-pub fn serve(global: Global, args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn serve(global: Global, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = ServeConfig {
         db: db_or_default(args.db)?,
         listen: args.listen,
@@ -68,7 +68,7 @@ pub fn serve(global: Global, args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(EXIT_OK))
 }
 
-pub fn copy(global: Global, args: CopyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn copy(global: Global, args: CopyArgs) -> anyhow::Result<ExitCode> {
     let from = open_backend(&args.from).with_context(|| format!("cannot open {}", args.from))?;
     let to = open_backend(&args.to).with_context(|| format!("cannot open {}", args.to))?;
     let quiet = global.quiet || global.json;

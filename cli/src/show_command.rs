@@ -29,7 +29,7 @@ const INDENT: &str = "    ";
 const INDENT_NESTED: &str = "      ";
 
 #[derive(Debug, Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// The store holding SESSION. Without it, SOURCE is a file when one exists at that path
     /// (or it looks like a path), else a session in $SESSIONLOG_DB or the default store.
     #[arg(long)]
@@ -48,7 +48,7 @@ pub struct ShowArgs {
     source: String,
 }
 
-pub fn show(global: Global, args: ShowArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn show(global: Global, args: ShowArgs) -> anyhow::Result<ExitCode> {
     let options = ShowOptions {
         body_bytes_max: (args.max_body_bytes > 0).then_some(args.max_body_bytes),
     };

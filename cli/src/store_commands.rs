@@ -22,7 +22,7 @@ use crate::output::{hex, is_broken_pipe, print_json, progress, EXIT_FAULT, EXIT_
 
 /// Which store to use.
 #[derive(Debug, Args)]
-pub struct DbArgs {
+pub(crate) struct DbArgs {
     /// The store file (default: $SESSIONLOG_DB, else the path in the README).
     #[arg(long, env = "SESSIONLOG_DB")]
     db: Option<PathBuf>,
@@ -52,7 +52,7 @@ impl DbArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     #[command(flatten)]
     db: DbArgs,
     #[command(flatten)]
@@ -66,7 +66,7 @@ pub struct ImportArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     #[command(flatten)]
     db: DbArgs,
     /// The session to export.
@@ -80,7 +80,7 @@ pub struct ExportArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     #[command(flatten)]
     db: DbArgs,
     /// Sessions to verify (all when none); an argument naming an existing file verifies that
@@ -89,7 +89,7 @@ pub struct VerifyArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ViewArgs {
+pub(crate) struct ViewArgs {
     #[command(flatten)]
     db: DbArgs,
     #[command(flatten)]
@@ -101,7 +101,7 @@ pub struct ViewArgs {
     source: String,
 }
 
-pub fn import(global: Global, args: ImportArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn import(global: Global, args: ImportArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open()?;
     let mut reports = Vec::new();
     let mut failed = false;
@@ -155,7 +155,7 @@ pub fn import(global: Global, args: ImportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(if failed { EXIT_FAULT } else { EXIT_OK }))
 }
 
-pub fn export(global: Global, args: ExportArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn export(global: Global, args: ExportArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open_read_only()?;
     let target = if args.output == Path::new("-") {
         ExportTarget::Stdout
@@ -196,7 +196,7 @@ pub fn export(global: Global, args: ExportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(EXIT_OK))
 }
 
-pub fn verify(global: Global, args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn verify(global: Global, args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let (files, sessions): (Vec<&String>, Vec<&String>) =
         args.sessions.iter().partition(|a| Path::new(a).is_file());
     if !files.is_empty() {
@@ -301,7 +301,7 @@ fn folded(args: &ViewArgs) -> anyhow::Result<FoldedSession> {
     Ok(fold_session(source, args.at)?)
 }
 
-pub fn messages(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn messages(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
     let folded = folded(&args)?;
     let messages = folded.messages();
     if global.json {
@@ -343,7 +343,7 @@ fn message_text(message: &sessionlog_format::Message) -> String {
     }
 }
 
-pub fn surface(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn surface(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode> {
     let folded = folded(&args)?;
     let nodes = folded.nodes();
     let generation = folded.fold.replace_generation();

@@ -16,7 +16,7 @@ use crate::output::{print_json, EXIT_OK};
 use crate::store_commands::DbArgs;
 
 #[derive(Debug, Args)]
-pub struct TokensArgs {
+pub(crate) struct TokensArgs {
     #[command(flatten)]
     db: DbArgs,
     #[command(flatten)]
@@ -25,7 +25,7 @@ pub struct TokensArgs {
     source: String,
 }
 
-pub fn run(global: Global, args: TokensArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(global: Global, args: TokensArgs) -> anyhow::Result<ExitCode> {
     let path = Path::new(&args.source);
     let report = if names_a_file(path) {
         tokens(SessionSource::File {

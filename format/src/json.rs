@@ -343,6 +343,8 @@ pub(crate) use json_object;
 pub(crate) use json_tagged;
 
 #[cfg(test)]
+// The macros declare `pub` types; the test module keeps them to itself.
+#[allow(unreachable_pub)]
 mod tests {
     json_object! {
         /// A test object.
@@ -436,7 +438,9 @@ mod tests {
 /// Refuses values that JSON text could not carry losslessly: negative zero and non-finite
 /// floats (spec 12.1 rule 2). It walks any `Serialize` value and writes nothing, so writers can
 /// audit typed payloads and their `extra` maps before encoding.
-pub fn check_serialize_lossless<T: serde::Serialize + ?Sized>(value: &T) -> Result<(), String> {
+pub(crate) fn check_serialize_lossless<T: serde::Serialize + ?Sized>(
+    value: &T,
+) -> Result<(), String> {
     value.serialize(FloatAudit).map_err(|e| e.0)
 }
 

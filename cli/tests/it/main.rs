@@ -1,5 +1,9 @@
 //! Integration tests of the `sessionlog` binary: the CLI.md contract, end to end.
 
+// Test code: helpers unwrap (a failure is the test failing), and items are `pub` to the
+// crate's modules only.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 mod audit;
 mod catalog;
 mod check;

@@ -1,5 +1,9 @@
 //! Integration tests of the engine: the store's admission, durability and folds.
 
+// Test code: helpers unwrap (a failure is the test failing), and items are `pub` to the
+// crate's modules only.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 mod admission;
 mod agent;
 mod audit;

@@ -1,6 +1,10 @@
 //! Integration tests of the format crate: the dsh conformance corpus, round trips, torn
 //! tails and property tests.
 
+// Test code: helpers unwrap (a failure is the test failing), and items are `pub` to the
+// crate's modules only.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 mod corpus;
 mod fuzz_seeds;
 mod hostile;

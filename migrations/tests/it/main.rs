@@ -1,5 +1,9 @@
 //! The migrations crate's integration tests: one binary, one module per area.
 
+// Test code: helpers unwrap (a failure is the test failing), and items are `pub` to the
+// crate's modules only.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 mod audit;
 mod catalog;
 mod corpus;
