@@ -4,17 +4,20 @@
 //! A file is read strictly and streamed through the migration chain (any version), so the
 //! integrity status covers decoding, every admission rule, and the migration with its proof;
 //! the V3 events that come out feed the request analysis and the counters, one batch at a time,
-//! so memory stays bounded. A stored session is verified (`Store::verify`) and then read back.
+//! so memory stays bounded. A stored session (of any backend) is verified and then replayed
+//! into the same counters, a range at a time.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sessionlog_format::{Event, EventData, ReadOptions, Recovery, SnapshotMode, SurfaceOp};
 
 use crate::error::Error;
 use crate::files::open_log;
+use crate::log_store::LogStore;
 use crate::migrate::Sink;
+use crate::replay::{Flow, Projection, SessionSource};
 use crate::requests::{RequestAnalyzer, RequestOptions, RequestSummary};
-use crate::store::Store;
 
 /// Whether a session is intact.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +126,16 @@ impl Counter {
     }
 }
 
+/// A stored session streams into the counter (which records a fault rather than refuse).
+impl Projection for Counter {
+    type Error = std::convert::Infallible;
+
+    fn push(&mut self, event: Arc<Event>) -> Result<Flow, Self::Error> {
+        self.event(&event);
+        Ok(Flow::Continue)
+    }
+}
+
 impl Sink for Counter {
     fn take(&mut self, events: &mut Vec<Event>, _path: &Path) -> Result<(), Error> {
         for event in events.drain(..) {
@@ -180,7 +193,7 @@ pub fn audit_file(path: &Path, relative: &Path, snapshot: SnapshotMode) -> Audit
 }
 
 /// Audits every session of a store (or the named ones): verify, then the analysis.
-pub fn audit_store(store: &Store, sessions: &[String]) -> Result<Vec<AuditRow>, Error> {
+pub fn audit_store(store: &dyn LogStore, sessions: &[String]) -> Result<Vec<AuditRow>, Error> {
     let ids = if sessions.is_empty() {
         store.sessions()?
     } else {
@@ -210,11 +223,12 @@ pub fn audit_store(store: &Store, sessions: &[String]) -> Result<Vec<AuditRow>, 
             rows.push(row);
             continue;
         }
-        let snapshot = store.is_snapshot(&id)?;
-        let mut counter = Counter::new(&id, snapshot);
-        for event in store.read_range(&id, 0, u64::MAX)? {
-            counter.event(&event);
-        }
+        let source = SessionSource::Store {
+            store,
+            session: &id,
+        };
+        let counter =
+            source.replay(|opening| Counter::new(opening.session(), opening.snapshot))?;
         fill(&mut row, counter);
         rows.push(row);
     }
