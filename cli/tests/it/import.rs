@@ -27,18 +27,18 @@ fn with_db(db: &Path, args: &[&str]) -> Output {
 
 /// Where a kill lands.
 #[derive(Debug, Clone, Copy)]
-enum Kill {
+enum KillAfter {
     /// This long after the start: during the first pass, which reads the log writing nothing.
-    AfterStart(Duration),
+    Start(Duration),
     /// Right after the n-th `committed` line.
-    AfterAcks(u64),
+    Acks(u64),
     /// This long after the first `committed` line: inside a later batch's write.
-    AfterFirstAck(Duration),
+    FirstAck(Duration),
 }
 
 /// Runs `import --acks` of `log` and SIGKILLs it at `kill`; returns the next seq of its last
 /// acknowledged commit (0 when none was printed) and whether it exited before the kill.
-fn killed_import(db: &Path, log: &str, kill: Kill) -> (u64, bool) {
+fn killed_import(db: &Path, log: &str, kill: KillAfter) -> (u64, bool) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
         .args(["import", "--acks", log])
         .env("SESSIONLOG_DB", db)
@@ -54,16 +54,16 @@ fn killed_import(db: &Path, log: &str, kill: Kill) -> (u64, bool) {
     let mut first_ack = None;
     loop {
         let due = match kill {
-            Kill::AfterStart(delay) => started.elapsed() >= delay,
-            Kill::AfterAcks(n) => n_acks >= n,
-            Kill::AfterFirstAck(delay) => {
+            KillAfter::Start(delay) => started.elapsed() >= delay,
+            KillAfter::Acks(n) => n_acks >= n,
+            KillAfter::FirstAck(delay) => {
                 first_ack.is_some_and(|at: Instant| at.elapsed() >= delay)
             }
         };
         if due {
             break;
         }
-        if let Kill::AfterStart(delay) = kill {
+        if let KillAfter::Start(delay) = kill {
             std::thread::sleep(delay);
             continue;
         }
@@ -74,7 +74,7 @@ fn killed_import(db: &Path, log: &str, kill: Kill) -> (u64, bool) {
                 acked = next_seq + 1;
                 n_acks += 1;
                 first_ack.get_or_insert_with(Instant::now);
-                if let Kill::AfterFirstAck(delay) = kill {
+                if let KillAfter::FirstAck(delay) = kill {
                     std::thread::sleep(delay);
                 }
             }
@@ -102,7 +102,7 @@ fn killed_import(db: &Path, log: &str, kill: Kill) -> (u64, bool) {
 /// The campaign of RELIABILITY.md: `SESSIONLOG_IMPORT_KILLS=N` adds N rounds killed at
 /// pseudo-random delays after the first commit (0 to 2 s, seeded, so a run is repeatable),
 /// every third one killed again while resuming. None by default: each round costs seconds.
-fn campaign_kills() -> Vec<(Kill, Option<Kill>)> {
+fn campaign_kills() -> Vec<(KillAfter, Option<KillAfter>)> {
     let n_rounds: u64 = std::env::var("SESSIONLOG_IMPORT_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -116,8 +116,8 @@ fn campaign_kills() -> Vec<(Kill, Option<Kill>)> {
     };
     (0..n_rounds)
         .map(|round| {
-            let kill = Kill::AfterFirstAck(next_delay());
-            let again = (round % 3 == 0).then(|| Kill::AfterFirstAck(next_delay()));
+            let kill = KillAfter::FirstAck(next_delay());
+            let again = (round % 3 == 0).then(|| KillAfter::FirstAck(next_delay()));
             (kill, again)
         })
         .collect()
@@ -241,16 +241,16 @@ fn a_killed_import_leaves_nothing_or_a_resumable_import() {
 
     let n_batches = LOG_EVENTS.div_ceil(BATCH_EVENTS);
     let mut kills = vec![
-        (Kill::AfterStart(Duration::from_millis(200)), None),
-        (Kill::AfterAcks(1), Some(Kill::AfterAcks(2))),
-        (Kill::AfterAcks(7), None),
+        (KillAfter::Start(Duration::from_millis(200)), None),
+        (KillAfter::Acks(1), Some(KillAfter::Acks(2))),
+        (KillAfter::Acks(7), None),
         (
-            Kill::AfterAcks(14),
-            Some(Kill::AfterFirstAck(Duration::ZERO)),
+            KillAfter::Acks(14),
+            Some(KillAfter::FirstAck(Duration::ZERO)),
         ),
-        (Kill::AfterAcks(n_batches), None),
-        (Kill::AfterFirstAck(Duration::from_millis(150)), None),
-        (Kill::AfterFirstAck(Duration::from_millis(700)), None),
+        (KillAfter::Acks(n_batches), None),
+        (KillAfter::FirstAck(Duration::from_millis(150)), None),
+        (KillAfter::FirstAck(Duration::from_millis(700)), None),
     ];
     kills.extend(campaign_kills());
     let mut tally = Vec::new();
