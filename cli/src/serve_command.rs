@@ -80,9 +80,10 @@ pub fn copy(global: Global, args: CopyArgs) -> anyhow::Result<ExitCode> {
     };
     let copied = copy_sessions(from.as_ref(), to.as_ref(), &args.sessions, &mut progress)?;
     // Named sessions are copied or refused one by one; a copy of all says what it left out.
-    let skipped = match args.sessions.is_empty() {
-        true => from.interrupted_imports()?,
-        false => Vec::new(),
+    let skipped = if args.sessions.is_empty() {
+        from.interrupted_imports()?
+    } else {
+        Vec::new()
     };
     for session in &skipped {
         eprintln!("{session}: skipped: {SKIPPED_IMPORT_REASON}");

@@ -620,9 +620,10 @@ impl Store {
                 .map_err(StoreError::storage)?
             {
                 let session = header.id.clone();
-                return Err(match tables::is_importing(existing.value()) {
-                    true => StoreError::ImportInterrupted { session },
-                    false => StoreError::SessionExists { session },
+                return Err(if tables::is_importing(existing.value()) {
+                    StoreError::ImportInterrupted { session }
+                } else {
+                    StoreError::SessionExists { session }
                 });
             }
             let key = sessions.len().map_err(StoreError::storage)?;
