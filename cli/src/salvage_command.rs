@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 
-use sessionlog_engine::salvage::{backup as backup_store, salvage as salvage_store};
+use sessionlog_engine::salvage::{
+    backup as backup_store, salvage as salvage_store, SKIPPED_IMPORT_REASON,
+};
 
 use crate::commands::Global;
 use crate::output::{hex, print_json, EXIT_FAULT, EXIT_OK};
@@ -45,6 +47,12 @@ pub(crate) fn salvage(global: Global, args: SalvageArgs) -> anyhow::Result<ExitC
             eprintln!("  {reason}");
         }
     }
+    for skipped in &report.skipped {
+        eprintln!(
+            "{}: skipped ({} events): {}",
+            skipped.session, skipped.events, skipped.reason
+        );
+    }
     if global.json {
         let written: Vec<_> = report
             .written
@@ -69,7 +77,17 @@ pub(crate) fn salvage(global: Global, args: SalvageArgs) -> anyhow::Result<ExitC
                 })
             })
             .collect();
-        print_json(&json!({ "written": written, "lost": lost, "damagedWalFrames": frames }))?;
+        let skipped: Vec<_> = report
+            .skipped
+            .iter()
+            .map(|s| json!({ "session": s.session, "events": s.events, "reason": s.reason }))
+            .collect();
+        print_json(&json!({
+            "written": written,
+            "lost": lost,
+            "skipped": skipped,
+            "damagedWalFrames": frames,
+        }))?;
     } else if !global.quiet {
         for w in &report.written {
             println!("{}: {} events to {}", w.session, w.events, w.file.display());
@@ -85,13 +103,26 @@ pub(crate) fn salvage(global: Global, args: SalvageArgs) -> anyhow::Result<ExitC
 
 pub(crate) fn backup(global: Global, args: BackupArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open_read_only()?;
-    let copied = backup_store(&store, &args.output)?;
+    let report = backup_store(&store, &args.output)?;
+    let copied = &report.copied;
+    for session in &report.skipped {
+        eprintln!("{session}: skipped: {SKIPPED_IMPORT_REASON}");
+    }
     if global.json {
         let sessions: Vec<_> = copied
             .iter()
             .map(|c| json!({ "session": c.session, "events": c.events, "headHash": hex(&c.head_chain) }))
             .collect();
-        print_json(&json!({ "file": args.output.display().to_string(), "sessions": sessions }))?;
+        let skipped: Vec<_> = report
+            .skipped
+            .iter()
+            .map(|s| json!({ "session": s, "reason": SKIPPED_IMPORT_REASON }))
+            .collect();
+        print_json(&json!({
+            "file": args.output.display().to_string(),
+            "sessions": sessions,
+            "skipped": skipped,
+        }))?;
     } else if !global.quiet {
         println!(
             "{}: {} sessions, {} events",

@@ -9,6 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use sessionlog_engine::log_store::copy_sessions;
+use sessionlog_engine::salvage::SKIPPED_IMPORT_REASON;
 use sessionlog_engine::server::{self, open_backend, ServeConfig};
 use sessionlog_engine::store::default_path;
 
@@ -78,6 +79,15 @@ pub(crate) fn copy(global: Global, args: CopyArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let copied = copy_sessions(from.as_ref(), to.as_ref(), &args.sessions, &mut progress)?;
+    // Named sessions are copied or refused one by one; a copy of all says what it left out.
+    let skipped = if args.sessions.is_empty() {
+        from.interrupted_imports()?
+    } else {
+        Vec::new()
+    };
+    for session in &skipped {
+        eprintln!("{session}: skipped: {SKIPPED_IMPORT_REASON}");
+    }
     let ok = copied.iter().all(|c| c.report.ok());
     if global.json {
         let sessions: Vec<_> = copied
@@ -95,7 +105,11 @@ pub(crate) fn copy(global: Global, args: CopyArgs) -> anyhow::Result<ExitCode> {
                 })
             })
             .collect();
-        print_json(&json!({ "sessions": sessions }))?;
+        let skipped: Vec<_> = skipped
+            .iter()
+            .map(|s| json!({ "session": s, "reason": SKIPPED_IMPORT_REASON }))
+            .collect();
+        print_json(&json!({ "sessions": sessions, "skipped": skipped }))?;
     } else {
         for c in &copied {
             let state = if c.report.ok() { "ok" } else { "FAULTS" };

@@ -121,6 +121,11 @@ pub(crate) fn import(global: Global, args: ImportArgs) -> anyhow::Result<ExitCod
         };
         match import_file(&store, file, args.input.snapshot.into(), &mut on_commit) {
             Ok(report) => reports.push(report),
+            // A store's refusal does not know the file; the line names it.
+            Err(sessionlog_engine::Error::Store(error)) => {
+                failed = true;
+                eprintln!("{}: {error}", file.display());
+            }
             Err(error) => {
                 failed = true;
                 eprintln!("{error:#}");

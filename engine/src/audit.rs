@@ -227,8 +227,7 @@ pub fn audit_store(store: &dyn LogStore, sessions: &[String]) -> Result<Vec<Audi
             store,
             session: &id,
         };
-        let counter =
-            source.replay(|opening| Counter::new(opening.session(), opening.snapshot))?;
+        let counter = source.replay(|opening| Counter::new(opening.session(), opening.snapshot))?;
         fill(&mut row, counter);
         rows.push(row);
     }

@@ -74,8 +74,13 @@ pub trait LogStore: Send + Sync {
     /// Creates a session from its V3 header (the header's id names it).
     fn create_session(&self, header: &SessionHeader, snapshot: bool) -> Result<(), StoreError>;
 
-    /// Every session id, in id order.
+    /// Every session id, in id order; interrupted imports are not sessions and are left out.
     fn sessions(&self) -> Result<Vec<String>, StoreError>;
+
+    /// The ids of the sessions an import created and did not finish, in id order: every
+    /// read of them is refused (`ImportInterrupted`), so a walk over [`LogStore::sessions`]
+    /// that skips them says so.
+    fn interrupted_imports(&self) -> Result<Vec<String>, StoreError>;
 
     fn session_info(&self, session: &str) -> Result<SessionInfo, StoreError>;
 

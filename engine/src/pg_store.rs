@@ -504,6 +504,12 @@ impl LogStore for PgStore {
         Ok(ids)
     }
 
+    /// `import` writes the embedded store only (ARCHITECTURE.md, "Decisions where the spec
+    /// is silent"), so no PostgreSQL session is an unfinished import.
+    fn interrupted_imports(&self) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+
     fn session_info(&self, session: &str) -> Result<SessionInfo, StoreError> {
         PgStore::read_info(&mut self.client(), session)
     }

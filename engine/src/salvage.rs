@@ -26,16 +26,40 @@ pub struct Loss {
     pub reasons: Vec<String>,
 }
 
+/// A session left out on purpose: an import that did not finish (its log is the source; a
+/// rerun of the import completes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub session: String,
+    /// Events the unfinished session holds.
+    pub events: u64,
+    pub reason: String,
+}
+
 /// The result of a salvage.
 #[derive(Debug, Default)]
 pub struct SalvageReport {
     pub written: Vec<Salvaged>,
     pub lost: Vec<Loss>,
+    /// Interrupted imports, not written: they are no sessions yet, and were never whole.
+    pub skipped: Vec<Skipped>,
     pub damaged_frames: Vec<DamagedFrame>,
 }
 
+/// The result of a backup.
+#[derive(Debug, Default)]
+pub struct BackupReport {
+    pub copied: Vec<crate::log_store::CopiedSession>,
+    /// Interrupted imports, not copied (their ids).
+    pub skipped: Vec<String>,
+}
+
+/// Why an interrupted import is skipped, as `salvage`, `backup` and `copy` say it.
+pub const SKIPPED_IMPORT_REASON: &str =
+    "an interrupted import, not a session yet: rerun `sessionlog import FILE` with its log";
+
 impl SalvageReport {
-    /// Whether nothing was lost.
+    /// Whether nothing was lost (a skipped interrupted import is not a loss: its log holds it).
     pub fn complete(&self) -> bool {
         self.lost.is_empty() && self.damaged_frames.is_empty()
     }
@@ -43,15 +67,25 @@ impl SalvageReport {
 
 /// Writes every session of `store` to `dir` (created if missing) as `<id>.v3.jsonl`: a session
 /// that verifies whole, whole; a damaged one, its events before the first fault (a verified
-/// prefix), reported as a loss from that seq. Never overwrites a file.
+/// prefix), reported as a loss from that seq; an interrupted import, skipped. Never
+/// overwrites a file.
 pub fn salvage(store: &Store, dir: &Path) -> Result<SalvageReport, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let reports = store.verify(&[])?;
+    let imports = store.interrupted_imports()?;
     let mut salvage = SalvageReport {
         damaged_frames: store.damaged_frames().to_vec(),
         ..SalvageReport::default()
     };
     for report in reports {
+        if imports.contains(&report.session) {
+            salvage.skipped.push(Skipped {
+                session: report.session,
+                events: report.events,
+                reason: SKIPPED_IMPORT_REASON.to_owned(),
+            });
+            continue;
+        }
         let first_fault = report.faults.iter().map(|f| f.seq.unwrap_or(0)).min();
         let reasons: Vec<String> = report
             .faults
@@ -105,8 +139,8 @@ pub fn salvage(store: &Store, dir: &Path) -> Result<SalvageReport, Error> {
 /// new file `out`: a store built under a temporary name by copying every session (which
 /// checks every record and chain on the way and verifies the target), closed cleanly so
 /// that its WAL is empty, whose WAL file is then removed, and linked into place. Returns the
-/// sessions copied; an existing `out` is refused.
-pub fn backup(store: &Store, out: &Path) -> Result<Vec<crate::log_store::CopiedSession>, Error> {
+/// sessions copied and the interrupted imports left out; an existing `out` is refused.
+pub fn backup(store: &Store, out: &Path) -> Result<BackupReport, Error> {
     if out.exists() {
         return Err(Error::Refused(format!(
             "{}: exists; backup never overwrites",
@@ -131,5 +165,8 @@ pub fn backup(store: &Store, out: &Path) -> Result<Vec<crate::log_store::CopiedS
     if let Some(wal) = temp_wal {
         let _ = std::fs::remove_file(wal);
     }
-    copied
+    Ok(BackupReport {
+        copied: copied?,
+        skipped: store.interrupted_imports()?,
+    })
 }

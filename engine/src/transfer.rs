@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use sessionlog_format::record::ChainHash;
+use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::{
     Compression, Event, FormatVersion, LogWriter, ReadOptions, Recovery, SessionHeader,
     SnapshotMode, WriterOptions,
@@ -17,7 +17,7 @@ use sessionlog_format::{
 use crate::error::Error;
 use crate::files::open_log;
 use crate::publish::publish_file;
-use crate::store::{AppendAck, Store};
+use crate::store::{AppendAck, Head, Store, StoreError};
 
 /// Events per append batch during import.
 pub const IMPORT_BATCH_EVENTS: usize = 1024;
@@ -33,7 +33,14 @@ pub struct ImportReport {
     pub head_chain: ChainHash,
 }
 
-/// Imports one V3 log file as a new session, calling `on_commit` after each durable batch.
+/// Imports one log file as a new session, calling `on_commit` after each durable batch.
+///
+/// The session is created with the importing flag and is no normal session until its last
+/// event is appended (docs/format.md, "Session record"): an import cut short leaves a session
+/// that every reader refuses and `verify` reports, never a shorter one that looks whole. A
+/// rerun of the same import finds it, checks that the log starts with the events it holds
+/// (their chain must reach the session's head), appends the rest and finishes it; a session
+/// that holds anything else is refused, unchanged.
 pub fn import_file(
     store: &Store,
     path: &Path,
@@ -60,45 +67,20 @@ pub fn import_file(
         })?;
     }
     drop(check);
-    let session = reader.header().id.clone();
-    let mut created = false;
-    let mut batch: Vec<Event> = Vec::with_capacity(IMPORT_BATCH_EVENTS);
-    let mut report = ImportReport {
-        file: path.to_owned(),
-        session: session.clone(),
-        events: 0,
-        head_chain: [0; 32],
-    };
-    loop {
-        let next = reader.next_event();
-        let done = next.is_none();
-        if let Some(event) = next {
-            batch.push(event.map_err(|source| Error::Read {
-                path: path.to_owned(),
-                source,
-            })?);
-        }
-        if !created && (done || !batch.is_empty()) {
-            store.create_session_with(reader.header(), reader.snapshot())?;
-            created = true;
-            report.head_chain = store.head(&session)?.chain;
-        }
-        if batch.len() >= IMPORT_BATCH_EVENTS || (done && !batch.is_empty()) {
-            let n_events = batch.len() as u64;
-            let ack = store.append(&session, report.events, std::mem::take(&mut batch))?;
-            report.events += n_events;
-            report.head_chain = ack.head_chain;
-            on_commit(&ack);
-        }
-        if done {
-            return Ok(report);
-        }
+    let mut writer = ImportWriter::begin(store, path, reader.header(), reader.snapshot())?;
+    while let Some(event) = reader.next_event() {
+        let event = event.map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        writer.push(event, on_commit)?;
     }
+    writer.finish(on_commit)
 }
 
 /// Imports an older log through the migration chain in two streaming passes: the first
 /// converts, admits and proves it writing nothing, so that a refused log creates no session;
-/// the second creates the session once the target header is known and appends each batch
+/// the second begins the import once the target header is known and appends each batch
 /// the migrator releases. Memory stays bounded for any size of log.
 fn import_migrated(
     store: &Store,
@@ -117,66 +99,153 @@ fn import_migrated(
         Ok(_) => {
             let reader = open_log(path, options)?;
             let snapshot = reader.snapshot();
-            let open = open_session(store, path, snapshot, on_commit);
-            crate::migrate::stream(reader, path, false, &mut |_| {}, open)?
+            // The import begins once the migrator knows the target header.
+            crate::migrate::stream(reader, path, false, &mut |_| {}, move |header| {
+                Ok(StoreSink {
+                    writer: ImportWriter::begin(store, path, header, snapshot)?,
+                    on_commit,
+                })
+            })?
         }
         Err(refused) => Err(refused),
     };
     match streamed {
-        Ok((_, sink)) => Ok(sink.report),
-        Err(refused) => {
-            let line = refused.line.map(|l| format!(":{l}")).unwrap_or_default();
-            Err(Error::Refused(format!(
-                "{}{line}: {}",
-                path.display(),
-                refused.reason
-            )))
-        }
+        Ok((_, sink)) => sink.writer.finish(sink.on_commit),
+        Err(refused) => Err(refused.into_error(path)),
     }
 }
 
-/// Creates the session once the target header is known, and the sink that fills it.
-fn open_session<'a>(
+/// One import's writer: on a resumed import it first checks the log's events against those
+/// the session holds (chaining them from the log's genesis up to the session's head) and
+/// skips them; then it appends the rest in batches of [`IMPORT_BATCH_EVENTS`] and finishes
+/// the import. Nothing is appended before the held events have been matched.
+struct ImportWriter<'a> {
     store: &'a Store,
-    path: &'a Path,
-    snapshot: bool,
-    on_commit: &'a mut dyn FnMut(&AppendAck),
-) -> impl FnOnce(&SessionHeader) -> Result<StoreSink<'a>, Error> + 'a {
-    move |header| {
-        store.create_session_with(header, snapshot)?;
-        Ok(StoreSink {
+    session: String,
+    /// The session's head when the import began: what a rerun must find first in the log.
+    held: Head,
+    /// The chain over the log's events read so far below `held.next_seq`.
+    chain: ChainHash,
+    /// Events of the log pushed so far.
+    n_pushed: u64,
+    batch: Vec<Event>,
+    report: ImportReport,
+    record: Vec<u8>,
+}
+
+impl<'a> ImportWriter<'a> {
+    fn begin(
+        store: &'a Store,
+        path: &Path,
+        header: &SessionHeader,
+        snapshot: bool,
+    ) -> Result<ImportWriter<'a>, Error> {
+        let held = store.begin_import(header, snapshot)?;
+        let writer = ImportWriter {
             store,
+            session: header.id.clone(),
+            held,
+            chain: record::genesis_chain(header),
+            n_pushed: 0,
+            batch: Vec::with_capacity(IMPORT_BATCH_EVENTS),
             report: ImportReport {
                 file: path.to_owned(),
                 session: header.id.clone(),
-                events: 0,
-                head_chain: store.head(&header.id)?.chain,
+                events: held.next_seq,
+                head_chain: held.chain,
             },
-            on_commit,
+            record: Vec::new(),
+        };
+        if held.next_seq == 0 {
+            // The genesis covers the header, which `begin_import` compared.
+            writer.check_held()?;
+        }
+        Ok(writer)
+    }
+
+    fn push(&mut self, event: Event, on_commit: &mut dyn FnMut(&AppendAck)) -> Result<(), Error> {
+        if self.n_pushed < self.held.next_seq {
+            self.record.clear();
+            self.chain = record::encode_event(&event, &self.chain, &mut self.record)
+                .map_err(|e| self.mismatch(format!("seq {}: {e}", event.seq)))?;
+            self.n_pushed += 1;
+            if self.n_pushed == self.held.next_seq {
+                self.check_held()?;
+            }
+            return Ok(());
+        }
+        self.n_pushed += 1;
+        self.batch.push(event);
+        if self.batch.len() >= IMPORT_BATCH_EVENTS {
+            self.flush(on_commit)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the log's events so far are the session's: their chain is its head's.
+    fn check_held(&self) -> Result<(), Error> {
+        debug_assert_eq!(self.n_pushed, self.held.next_seq);
+        if self.chain == self.held.chain {
+            return Ok(());
+        }
+        Err(self.mismatch(format!(
+            "the {} events it holds are not the log's first {}",
+            self.held.next_seq, self.held.next_seq
+        )))
+    }
+
+    fn flush(&mut self, on_commit: &mut dyn FnMut(&AppendAck)) -> Result<(), Error> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        assert!(
+            self.n_pushed > self.held.next_seq,
+            "held events are never appended"
+        );
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(IMPORT_BATCH_EVENTS));
+        let ack = self
+            .store
+            .append_import(&self.session, self.report.events, batch)?;
+        self.report.events = ack.next_seq;
+        self.report.head_chain = ack.head_chain;
+        on_commit(&ack);
+        Ok(())
+    }
+
+    /// Appends what is left and finishes the import; a log shorter than what the session
+    /// holds is not its log.
+    fn finish(mut self, on_commit: &mut dyn FnMut(&AppendAck)) -> Result<ImportReport, Error> {
+        if self.n_pushed < self.held.next_seq {
+            return Err(self.mismatch(format!(
+                "it holds {} events and the log only {}",
+                self.held.next_seq, self.n_pushed
+            )));
+        }
+        self.flush(on_commit)?;
+        debug_assert_eq!(self.report.events, self.n_pushed);
+        self.store.finish_import(&self.session)?;
+        Ok(self.report)
+    }
+
+    fn mismatch(&self, reason: String) -> Error {
+        Error::Store(StoreError::ImportMismatch {
+            session: self.session.clone(),
+            reason,
         })
     }
 }
 
-/// Appends migrated batches to a session of the store.
-struct StoreSink<'a> {
-    store: &'a Store,
-    report: ImportReport,
-    on_commit: &'a mut dyn FnMut(&AppendAck),
+/// Feeds migrated batches to an import.
+struct StoreSink<'a, 'c> {
+    writer: ImportWriter<'a>,
+    on_commit: &'c mut dyn FnMut(&AppendAck),
 }
 
-impl crate::migrate::Sink for StoreSink<'_> {
+impl crate::migrate::Sink for StoreSink<'_, '_> {
     fn take(&mut self, events: &mut Vec<Event>, _path: &Path) -> Result<(), Error> {
-        if events.is_empty() {
-            return Ok(());
+        for event in events.drain(..) {
+            self.writer.push(event, self.on_commit)?;
         }
-        let n_events = events.len() as u64;
-        let batch = std::mem::take(events);
-        let ack = self
-            .store
-            .append(&self.report.session, self.report.events, batch)?;
-        self.report.events += n_events;
-        self.report.head_chain = ack.head_chain;
-        (self.on_commit)(&ack);
         Ok(())
     }
 }

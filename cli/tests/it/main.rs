@@ -8,6 +8,7 @@ mod audit;
 mod catalog;
 mod check;
 mod compact;
+mod import;
 mod inputs;
 mod lock;
 mod migrate;

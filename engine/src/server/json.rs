@@ -79,6 +79,13 @@ pub(crate) fn store_error(error: &StoreError) -> (StatusCode, Value) {
             "session-exists",
             json!({ "session": session }),
         ),
+        // An import created the session and has not finished it: not a session yet, and
+        // only a rerun of the import completes it.
+        StoreError::ImportInterrupted { session } => (
+            StatusCode::CONFLICT,
+            "import-interrupted",
+            json!({ "session": session }),
+        ),
         StoreError::Conflict {
             session,
             expected,

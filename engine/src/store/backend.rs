@@ -37,6 +37,10 @@ impl LogStore for Store {
         Store::sessions(self)
     }
 
+    fn interrupted_imports(&self) -> Result<Vec<String>, StoreError> {
+        Store::interrupted_imports(self)
+    }
+
     fn session_info(&self, session: &str) -> Result<SessionInfo, StoreError> {
         guard("reading a session record", || {
             let txn = self.db().begin_read().map_err(storage)?;

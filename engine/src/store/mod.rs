@@ -11,6 +11,7 @@
 pub(crate) mod backend;
 mod blocks;
 mod gate;
+mod import;
 mod overlay;
 mod sealer;
 mod session;
@@ -86,6 +87,16 @@ pub enum StoreError {
     UnknownSession { session: String },
     #[error("session {session} already exists")]
     SessionExists { session: String },
+    /// An import created the session and did not finish (it was killed, or failed part-way):
+    /// the session is hidden and refused to everyone but a rerun of the import.
+    #[error("session {session} is an interrupted import: rerun `sessionlog import FILE` with its log to complete it")]
+    ImportInterrupted { session: String },
+    /// A rerun of an import found the interrupted session holding something other than the
+    /// start of this log; nothing was changed.
+    #[error(
+        "session {session} is an interrupted import of another log: {reason}; nothing was changed"
+    )]
+    ImportMismatch { session: String, reason: String },
     /// The caller's expected next seq is stale: another writer appended first.
     #[error("{session}@{expected}: conflict: the session's next seq is {current}")]
     Conflict {
@@ -577,6 +588,25 @@ impl Store {
         wal.restart()
     }
 
+    /// Makes redb durable now, waiting for snapshot readers to release the gate (at most
+    /// [`gate::OPEN_WAIT`]; then `Locked`, and nothing was made durable).
+    fn make_durable_waiting(&self, wal: &mut Wal) -> Result<(), StoreError> {
+        let Some(gate) = &self.gate else {
+            return self.make_durable(wal);
+        };
+        let taken = gate
+            .lock_within(gate::Mode::Exclusive, gate::OPEN_WAIT)
+            .map_err(|e| StoreError::Storage(format!("the WAL's gate: {e}")))?;
+        if !taken {
+            return Err(StoreError::Locked {
+                path: self.path.display().to_string(),
+            });
+        }
+        let durable = self.make_durable(wal);
+        gate.unlock();
+        durable
+    }
+
     /// Makes redb durable once the WAL has grown past [`wal::DURABLE_BYTES_MAX`], unless
     /// snapshot readers hold the gate: then the WAL grows on, until
     /// [`WAL_DEFERRED_BYTES_MAX`], past which the append waits for them (at most
@@ -671,6 +701,20 @@ impl Store {
         header: &SessionHeader,
         snapshot: bool,
     ) -> Result<(), StoreError> {
+        self.check_new_session(header, snapshot)?;
+        let mut wal = lock(&self.wal);
+        let wal = wal.as_mut().expect("a writable store has its WAL");
+        match self.poison_on_panic("a session creation", || {
+            self.insert_session(wal, header, snapshot, Creation::Session)
+        }) {
+            Err(StoreError::Storage(message)) => Err(self.poison(message)),
+            other => other,
+        }
+    }
+
+    /// What every creation checks before it takes the write lock: a writable store, the
+    /// session-id rule, a valid V3 header.
+    fn check_new_session(&self, header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
         self.check_writable()?;
         check_session_id(&header.id)?;
         header
@@ -681,14 +725,7 @@ impl Store {
                 reason: "the store keeps V3 sessions".into(),
             });
         }
-        let mut wal = lock(&self.wal);
-        let wal = wal.as_mut().expect("a writable store has its WAL");
-        match self.poison_on_panic("a session creation", || {
-            self.insert_session(wal, header, snapshot)
-        }) {
-            Err(StoreError::Storage(message)) => Err(self.poison(message)),
-            other => other,
-        }
+        Ok(())
     }
 
     /// Runs a write; a panic inside it (after admission advanced a warm fold, say) poisons the
@@ -710,12 +747,14 @@ impl Store {
     }
 
     /// Stages the session record in a write transaction, makes it durable in the WAL (like an
-    /// append group), then commits the transaction to redb without durability.
+    /// append group), then commits the transaction to redb without durability. An existing
+    /// session is `SessionExists`, or `ImportInterrupted` when an import left it unfinished.
     fn insert_session(
         &self,
         wal: &mut Wal,
         header: &SessionHeader,
         snapshot: bool,
+        creation: Creation,
     ) -> Result<(), StoreError> {
         self.written.store(true, Ordering::SeqCst);
         let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
@@ -724,19 +763,22 @@ impl Store {
         let mut frame = FrameBuilder::default();
         {
             let mut sessions = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
-            if sessions
+            if let Some(existing) = sessions
                 .get(header.id.as_str())
                 .map_err(StoreError::storage)?
-                .is_some()
             {
-                return Err(StoreError::SessionExists {
-                    session: header.id.clone(),
+                let session = header.id.clone();
+                return Err(if tables::is_importing(existing.value()) {
+                    StoreError::ImportInterrupted { session }
+                } else {
+                    StoreError::SessionExists { session }
                 });
             }
             let key = sessions.len().map_err(StoreError::storage)?;
             let record = tables::SessionRecord {
                 key,
                 snapshot,
+                importing: creation == Creation::Import,
                 header: header.clone(),
             };
             let bytes = tables::encode_session(&record);
@@ -756,15 +798,40 @@ impl Store {
         Ok(())
     }
 
-    /// The ids of every session, in id order.
+    /// The ids of every session, in id order; the sessions of interrupted imports are not
+    /// sessions yet and are left out (see [`Store::interrupted_imports`]).
     pub fn sessions(&self) -> Result<Vec<String>, StoreError> {
+        self.list_sessions(Listed::Sessions)
+    }
+
+    /// The ids of the sessions that imports created and did not finish, in id order.
+    pub fn interrupted_imports(&self) -> Result<Vec<String>, StoreError> {
+        self.list_sessions(Listed::InterruptedImports)
+    }
+
+    /// The ids of every stored session record, interrupted imports included (`verify`).
+    pub(crate) fn stored_sessions(&self) -> Result<Vec<String>, StoreError> {
+        self.list_sessions(Listed::All)
+    }
+
+    /// A session record that fails its crc is listed as a session: the readers and `verify`
+    /// report it, so it is never hidden.
+    fn list_sessions(&self, listed: Listed) -> Result<Vec<String>, StoreError> {
         guard("listing sessions", || {
             let txn = self.db.begin_read().map_err(StoreError::storage)?;
             let table = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
             let mut ids = Vec::new();
             for entry in table.iter().map_err(StoreError::storage)? {
-                let (key, _) = entry.map_err(StoreError::storage)?;
-                ids.push(key.value().to_owned());
+                let (key, value) = entry.map_err(StoreError::storage)?;
+                let importing = tables::is_importing(value.value());
+                let keep = match listed {
+                    Listed::All => true,
+                    Listed::Sessions => !importing,
+                    Listed::InterruptedImports => importing,
+                };
+                if keep {
+                    ids.push(key.value().to_owned());
+                }
             }
             Ok(ids)
         })
@@ -812,6 +879,16 @@ impl Store {
     /// refused on its own; a storage failure fails every batch of the group and poisons the
     /// store.
     pub fn append_group(&self, requests: Vec<AppendRequest>) -> Vec<Result<AppendAck, StoreError>> {
+        self.append_group_by(requests, Writer::Client)
+    }
+
+    /// [`Store::append_group`] on behalf of `writer`: only the import appends to the session
+    /// of an unfinished import.
+    fn append_group_by(
+        &self,
+        requests: Vec<AppendRequest>,
+        writer: Writer,
+    ) -> Vec<Result<AppendAck, StoreError>> {
         if let Err(error) = self.check_writable() {
             let refused = |_| {
                 Err(match &error {
@@ -825,8 +902,9 @@ impl Store {
         let wal = wal.as_mut().expect("a writable store has its WAL");
         self.written.store(true, Ordering::SeqCst);
         let n_requests = requests.len();
-        let written =
-            self.poison_on_panic("an append group", || Ok(self.write_group(wal, requests)));
+        let written = self.poison_on_panic("an append group", || {
+            Ok(self.write_group(wal, requests, writer))
+        });
         match written.unwrap_or_else(|error| Err((n_requests, error))) {
             Ok(results) => results,
             Err((n_requests, error)) => {
@@ -845,6 +923,7 @@ impl Store {
         &self,
         wal: &mut Wal,
         requests: Vec<AppendRequest>,
+        writer: Writer,
     ) -> Result<Vec<Result<AppendAck, StoreError>>, (usize, StoreError)> {
         let n_requests = requests.len();
         let fail = |e: StoreError| (n_requests, e);
@@ -869,7 +948,7 @@ impl Store {
                     events: &mut events,
                     checkpoints: &mut checkpoints,
                 };
-                let staged = self.stage(request, &mut tables, &mut frame, &mut hints);
+                let staged = self.stage(request, writer, &mut tables, &mut frame, &mut hints);
                 match staged {
                     Err(StoreError::Storage(message)) => {
                         return Err(fail(StoreError::Storage(message)))
@@ -902,6 +981,7 @@ impl Store {
     fn stage(
         &self,
         request: AppendRequest,
+        writer: Writer,
         tables: &mut GroupTables<'_, '_>,
         frame: &mut FrameBuilder,
         hints: &mut Vec<Hint>,
@@ -917,7 +997,10 @@ impl Store {
                 n_events: batch.len(),
             });
         }
-        let state = self.session_state(&session)?;
+        let state = match writer {
+            Writer::Client => self.session_state(&session)?,
+            Writer::Import => self.import_state(&session)?,
+        };
         let mut state = lock(&state);
         let batch = admit_expected(&mut state.fold, &session, expected_next_seq, batch)?;
         let mut chain = state.head_chain;
@@ -958,8 +1041,20 @@ impl Store {
         })
     }
 
-    /// The in-memory state of a session, loading it on first use.
+    /// The in-memory state of a session, loading it on first use; the session of an
+    /// unfinished import is refused (`ImportInterrupted`).
     fn session_state(&self, session: &str) -> Result<Arc<Mutex<SessionState>>, StoreError> {
+        let state = self.import_state(session)?;
+        if lock(&state).importing {
+            return Err(StoreError::ImportInterrupted {
+                session: session.to_owned(),
+            });
+        }
+        Ok(state)
+    }
+
+    /// The in-memory state of a session whatever its flags (the import's own path).
+    fn import_state(&self, session: &str) -> Result<Arc<Mutex<SessionState>>, StoreError> {
         if let Some(state) = lock(&self.sessions).get(session) {
             return Ok(Arc::clone(state));
         }
@@ -1140,7 +1235,9 @@ fn check_is_store(db: &Database) -> Result<(), StoreError> {
     tables::check_meta(bytes.value()).map(|_| ())
 }
 
-/// Replays one logged session creation: an existing record must be identical.
+/// Replays one logged session creation: an existing record must be identical, or be the
+/// record a finished import made of it (the logged record with its importing flag cleared,
+/// made durable in redb while the WAL still held the creation): the store is then ahead.
 fn replay_session(
     sessions: &mut redb::Table<&str, &[u8]>,
     record: &[u8],
@@ -1148,10 +1245,11 @@ fn replay_session(
     let id = tables::session_record_id(record).map_err(|reason| StoreError::Corrupt {
         reason: format!("WAL session record: {reason}"),
     })?;
+    let finished = tables::with_import_finished(record);
     let same = sessions
         .get(id.as_str())
         .map_err(StoreError::storage)?
-        .map(|v| v.value() == record);
+        .map(|v| v.value() == record || finished.as_deref() == Some(v.value()));
     match same {
         Some(true) => Ok(()),
         Some(false) => Err(StoreError::Corrupt {
@@ -1164,6 +1262,28 @@ fn replay_session(
             Ok(())
         }
     }
+}
+
+/// Who appends: the import alone may append to the session it is filling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    Client,
+    Import,
+}
+
+/// What a session creation makes: a session, or the unfinished session of an import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Creation {
+    Session,
+    Import,
+}
+
+/// Which session ids a listing returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    All,
+    Sessions,
+    InterruptedImports,
 }
 
 /// The tables one append group writes.

@@ -33,6 +33,9 @@ pub(crate) struct SessionState {
     pub(crate) key: u64,
     /// A normalized recording (spec 18).
     pub(crate) snapshot: bool,
+    /// An import has not finished filling the session (the session record's flag): only the
+    /// import reaches it.
+    pub(crate) importing: bool,
     pub(crate) header: SessionHeader,
     pub(crate) fold: SessionFold,
     pub(crate) head_chain: ChainHash,
@@ -62,7 +65,24 @@ fn corrupt(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError
     }
 }
 
+/// The session's record for a reader: a session an interrupted import left is refused with
+/// `ImportInterrupted` (only the import and `verify` read it, through
+/// [`stored_session_record`]).
 pub(crate) fn session_record(
+    txn: &ReadTransaction,
+    session: &str,
+) -> Result<SessionRecord, StoreError> {
+    let record = stored_session_record(txn, session)?;
+    if record.importing {
+        return Err(StoreError::ImportInterrupted {
+            session: session.to_owned(),
+        });
+    }
+    Ok(record)
+}
+
+/// The session's record whatever its flags.
+pub(crate) fn stored_session_record(
     txn: &ReadTransaction,
     session: &str,
 ) -> Result<SessionRecord, StoreError> {
@@ -85,11 +105,17 @@ impl SessionState {
         }
     }
 
-    /// Loads a session: resume from its checkpoint when one is usable, then fold the rest.
+    /// Loads a session (an interrupted import too: the caller decides who may use it):
+    /// resume from its checkpoint when one is usable, then fold the rest.
     pub(crate) fn load(txn: &ReadTransaction, session: &str) -> Result<SessionState, StoreError> {
-        let session_record = session_record(txn, session)?;
+        let session_record = stored_session_record(txn, session)?;
         let ctx = context_of(&session_record);
-        let SessionRecord { key, header, .. } = session_record;
+        let SessionRecord {
+            key,
+            header,
+            importing,
+            ..
+        } = session_record;
         let genesis = record::genesis_chain(&header);
         let pending = Pending::load(&txn.open_table(EVENTS).map_err(storage)?, key)?;
         let mut state = match load_checkpoint(txn, session, key, ctx)? {
@@ -98,6 +124,7 @@ impl SessionState {
                 SessionState {
                     key,
                     snapshot: ctx.snapshot,
+                    importing,
                     header,
                     fold,
                     head_chain: chain,
@@ -109,6 +136,7 @@ impl SessionState {
             None => SessionState {
                 key,
                 snapshot: ctx.snapshot,
+                importing,
                 header,
                 fold: SessionFold::new(ctx),
                 head_chain: genesis,

@@ -14,7 +14,7 @@ use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
 use sessionlog_format::record::{self, ChainHash, RecordError};
 
 use super::blocks::{self, BLOCKS};
-use super::session::{context_of, decode_checkpoint_body, session_record};
+use super::session::{context_of, decode_checkpoint_body, stored_session_record};
 use super::tables::{self, CHECKPOINTS, EVENTS, SESSIONS};
 use super::{DamagedFrame, Store, StoreError};
 use crate::log_store::StoredCheckpoint;
@@ -39,6 +39,8 @@ pub enum FaultKind {
     Session,
     /// A WAL frame that held records of the session is damaged: they are not in the store.
     Wal,
+    /// The session is an import that did not finish: a rerun of the import completes it.
+    Import,
 }
 
 impl FaultKind {
@@ -52,6 +54,7 @@ impl FaultKind {
             FaultKind::Checkpoint => "checkpoint",
             FaultKind::Session => "session",
             FaultKind::Wal => "wal",
+            FaultKind::Import => "import",
         }
     }
 }
@@ -82,10 +85,11 @@ impl SessionReport {
 }
 
 impl Store {
-    /// Verifies the given sessions (every session when empty).
+    /// Verifies the given sessions (every session when empty, interrupted imports included:
+    /// each is a fault of kind `import`).
     pub fn verify(&self, sessions: &[String]) -> Result<Vec<SessionReport>, StoreError> {
         let ids = if sessions.is_empty() {
-            self.sessions()?
+            self.stored_sessions()?
         } else {
             sessions.to_vec()
         };
@@ -130,7 +134,7 @@ fn verify_session(
     let storage = |e: redb::StorageError| StoreError::Storage(e.to_string());
     let table = |e: redb::TableError| StoreError::Storage(e.to_string());
     let mut counts = TableCounts::default();
-    let record = match session_record(txn, session) {
+    let record = match stored_session_record(txn, session) {
         Ok(record) => record,
         Err(StoreError::Corrupt { reason }) => {
             return Ok((Walk::session_fault(session, reason), counts))
@@ -180,7 +184,19 @@ fn verify_session(
         counts.events += 1;
         walk.record(stored_key.value().1, bytes.value());
     }
-    Ok((walk.finish(checkpoint), counts))
+    let mut report = walk.finish(checkpoint);
+    if record.importing {
+        report.faults.push(VerifyFault {
+            seq: None,
+            kind: FaultKind::Import,
+            message: format!(
+                "an interrupted import: the session holds {} events so far and is hidden from \
+                 reads; rerun `sessionlog import FILE` with its log to complete it",
+                report.events
+            ),
+        });
+    }
+    Ok((report, counts))
 }
 
 /// Adds a fault to every session a damaged WAL frame held records of (as far as its payload

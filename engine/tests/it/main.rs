@@ -15,6 +15,7 @@ mod concurrency;
 mod context;
 mod faultpos;
 mod faults;
+mod import;
 mod inputs;
 mod kill;
 mod loop_admission;

@@ -892,3 +892,56 @@ fn http_requests_are_paged() {
         server.stop().await;
     });
 }
+
+// Goal: an interrupted import (issue #20, finding 4) is no session to the server: the list
+// leaves it out, every route of it answers 409 `import-interrupted` naming it, a create of
+// its id too, and its verify reports the `import` fault.
+// Method: a store with an import begun and one batch appended, served; each route asked.
+#[test]
+fn http_hides_and_refuses_an_interrupted_import() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("store.redb")).unwrap());
+        let (header, batches) = generated_session("http-import", 600);
+        store.begin_import(&header, false).unwrap();
+        store
+            .append_import(&header.id, 0, batches[0].clone())
+            .unwrap();
+        let service = LogService::local(Arc::clone(&store));
+        let server = TestServer::start(service, store, None, Some(dir)).await;
+        let id = header.id.clone();
+        let (status, list) = server.get("/v1/sessions").await;
+        assert_eq!((status, list), (200, json!({ "sessions": [] })));
+        for route in [
+            "",
+            "/head",
+            "/events?from=0",
+            "/messages",
+            "/surface",
+            "/requests",
+        ] {
+            let (status, body) = server.get(&format!("/v1/sessions/{id}{route}")).await;
+            assert_eq!(status, 409, "{route}: {body}");
+            assert_eq!(body["error"], "import-interrupted", "{route}: {body}");
+            assert_eq!(body["session"], id.as_str(), "{route}: {body}");
+        }
+        let (status, body) = server.append(&id, 0, &batches[0]).await;
+        assert_eq!(
+            (status, &body["error"]),
+            (409, &json!("import-interrupted"))
+        );
+        let created = serde_json::to_value(&header).unwrap();
+        let (status, body) = server.post("/v1/sessions", &created).await;
+        assert_eq!(
+            (status, &body["error"]),
+            (409, &json!("import-interrupted"))
+        );
+        let (status, body) = server.get(&format!("/v1/sessions/{id}/verify")).await;
+        assert_eq!(status, 200, "{body}");
+        let report = &body["sessions"][0];
+        assert_eq!(report["ok"], false, "{body}");
+        assert_eq!(report["events"], batches[0].len(), "{body}");
+        assert_eq!(report["faults"][0]["kind"], "import", "{body}");
+        server.stop().await;
+    });
+}
