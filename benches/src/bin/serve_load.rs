@@ -14,13 +14,17 @@
 //! With `--hostile` it runs the issue #20 check instead, on the embedded store with the default
 //! [`ServerLimits`]: 1,000 idle connections, 200 tails that never read (of a 50k-event
 //! session, so each fills its socket), and 16 concurrent verifies of that session, while a
-//! probe times `/health` every 50 ms and the process's RSS is sampled. It prints the `/health`
-//! latency p50/p99/max, the peak RSS, and how long the verifies took; it stops by itself after
-//! the verifies or `--seconds`. It needs about 2,500 file descriptors (both ends of every
-//! connection are in this process): run it under `ulimit -n 4096`.
+//! probe on its own thread times `/health` every 50 ms and the process's RSS is sampled. It
+//! prints the `/health` latency p50/p99/max (over the run, by phase and by 10 s window), the
+//! peak RSS, and how long the verifies took; it stops by itself after the verifies (and
+//! `--hold` seconds) or `--seconds`. `--idle`, `--tails` and `--verifies` set each load (at
+//! most the defaults), `--verifies-max` the server's `VERIFIES_MAX`. It needs about 2,500 file
+//! descriptors (both ends of every connection are in this process): run it under
+//! `ulimit -n 4096`.
 //!
 //! ```text
-//! cargo run --release -p sessionlog-benches --bin serve_load -- --hostile [--events 50000]
+//! cargo run --release -p sessionlog-benches --bin serve_load -- --hostile [--events 50000] \
+//!     [--idle N] [--tails N] [--verifies N] [--hold SECONDS] [--verifies-max N]
 //! ```
 
 use std::collections::HashMap;
