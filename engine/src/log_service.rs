@@ -2,8 +2,10 @@
 //!
 //! Appends to the embedded store go through [`StoreHandle`]'s writer task (group commit, one
 //! fsync for every batch queued meanwhile); appends to another backend run on the blocking
-//! pool, each in its own transaction. Reads run on the blocking pool. Tails follow a session
-//! from any seq: they wake when this service commits to the session, and, on a shared
+//! pool, each in its own transaction. Reads run on the blocking pool, at most
+//! [`STORE_CALLS_MAX`] at once; whole-session walks (verify, folds) run beside them, bounded by
+//! a turn their caller holds (see [`LogService::run_walk`]). Tails follow a session from any
+//! seq: they wake when this service commits to the session, and, on a shared
 //! backend that other processes also write, every [`TAIL_POLL_INTERVAL`] as well. Closing the
 //! service ends every tail, so a server can shut down while clients are following.
 
@@ -12,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sessionlog_format::{Event, SessionHeader};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::log_store::{LogStore, READ_EVENTS_MAX};
 use crate::service::StoreHandle;
@@ -21,6 +23,14 @@ use crate::store::{AppendAck, AppendRequest, Head, Store, StoreError};
 /// Events a tail reads from the store at a time (and so holds at most while its reader
 /// lags).
 pub const TAIL_READ_EVENTS_MAX: u64 = 256;
+
+/// Store calls (reads, heads, creates, direct appends) running at once on the blocking pool;
+/// more wait for a turn, in arrival order. Without it every waiting caller (200 tails that
+/// read 256 events each, say) gets its own blocking thread: each decodes a block of about
+/// 1 MiB, so memory grows with the callers (2.9 GB for 200 stalled tails of a 50k-event
+/// session) and hundreds of runnable threads starve the runtime's workers (`/health` answered
+/// at a median of 0.67 s, some probes not within 5 s; RELIABILITY.md, "Server load").
+pub const STORE_CALLS_MAX: usize = 4;
 
 /// How often a tail on a shared backend looks for heads committed by other processes.
 pub const TAIL_POLL_INTERVAL: Duration = Duration::from_millis(200);
@@ -32,6 +42,8 @@ pub struct LogService {
     writer: Writer,
     heads: Arc<Mutex<HashMap<String, watch::Sender<u64>>>>,
     closing: watch::Sender<bool>,
+    /// The turns of [`LogService::run`]: [`STORE_CALLS_MAX`] permits.
+    calls: Arc<Semaphore>,
 }
 
 #[derive(Clone)]
@@ -69,6 +81,7 @@ impl LogService {
             writer,
             heads: Arc::new(Mutex::new(HashMap::new())),
             closing: watch::channel(false).0,
+            calls: Arc::new(Semaphore::new(STORE_CALLS_MAX)),
         }
     }
 
@@ -82,19 +95,48 @@ impl LogService {
         self.closing.send_replace(true);
     }
 
-    /// Runs `f` on the backend on the blocking pool.
+    /// Runs `f`, a short store call, on the backend on the blocking pool once one of the
+    /// [`STORE_CALLS_MAX`] turns is free; the turn is held until `f` returns, even when the
+    /// caller has gone.
     pub async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&dyn LogStore) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let store = Arc::clone(&self.store);
-        tokio::task::spawn_blocking(move || f(store.as_ref()))
+        let turn = Arc::clone(&self.calls)
+            .acquire_owned()
             .await
-            .unwrap_or_else(|join| {
-                Err(StoreError::Storage(format!(
-                    "a store task panicked: {join}"
-                )))
-            })
+            .expect("the store calls' semaphore is never closed");
+        self.spawn(turn, f).await
+    }
+
+    /// Runs `f`, a walk over a whole session (verify, a fold), on the blocking pool without
+    /// taking a store-call turn, so that walks lasting seconds do not hold up short reads. The
+    /// caller bounds how many walks run at once: `turn` is a permit of its own semaphore
+    /// (the server's `VERIFIES_MAX` or `FOLDS_MAX`), held until `f` returns.
+    pub async fn run_walk<T: Send + 'static>(
+        &self,
+        turn: OwnedSemaphorePermit,
+        f: impl FnOnce(&dyn LogStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.spawn(turn, f).await
+    }
+
+    async fn spawn<T: Send + 'static>(
+        &self,
+        turn: OwnedSemaphorePermit,
+        f: impl FnOnce(&dyn LogStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            f(store.as_ref())
+        })
+        .await
+        .unwrap_or_else(|join| {
+            Err(StoreError::Storage(format!(
+                "a store task panicked: {join}"
+            )))
+        })
     }
 
     pub async fn create_session(

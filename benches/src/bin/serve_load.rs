@@ -14,13 +14,17 @@
 //! With `--hostile` it runs the issue #20 check instead, on the embedded store with the default
 //! [`ServerLimits`]: 1,000 idle connections, 200 tails that never read (of a 50k-event
 //! session, so each fills its socket), and 16 concurrent verifies of that session, while a
-//! probe times `/health` every 50 ms and the process's RSS is sampled. It prints the `/health`
-//! latency p50/p99/max, the peak RSS, and how long the verifies took; it stops by itself after
-//! the verifies or `--seconds`. It needs about 2,500 file descriptors (both ends of every
-//! connection are in this process): run it under `ulimit -n 4096`.
+//! probe on its own thread times `/health` every 50 ms and the process's RSS is sampled. It
+//! prints the `/health` latency p50/p99/max (over the run, by phase and by 10 s window), the
+//! peak RSS, and how long the verifies took; it stops by itself after the verifies (and
+//! `--hold` seconds) or `--seconds`. `--idle`, `--tails` and `--verifies` set each load (at
+//! most the defaults), `--verifies-max` the server's `VERIFIES_MAX`. It needs about 2,500 file
+//! descriptors (both ends of every connection are in this process): run it under
+//! `ulimit -n 4096`.
 //!
 //! ```text
-//! cargo run --release -p sessionlog-benches --bin serve_load -- --hostile [--events 50000]
+//! cargo run --release -p sessionlog-benches --bin serve_load -- --hostile [--events 50000] \
+//!     [--idle N] [--tails N] [--verifies N] [--hold SECONDS] [--verifies-max N]
 //! ```
 
 use std::collections::HashMap;
@@ -47,6 +51,14 @@ struct Options {
     postgres: Option<String>,
     hostile: bool,
     events: u64,
+    /// The hostile run's idle connections, stalled tails and concurrent verifies.
+    idle: usize,
+    tails: usize,
+    verifies: usize,
+    /// Seconds the hostile run goes on probing after its connections are open, at least.
+    hold: u64,
+    /// The server's verifies at once (default: `VERIFIES_MAX`).
+    verifies_max: Option<usize>,
 }
 
 /// What one backend's run measured.
@@ -70,6 +82,11 @@ fn parse_args() -> Result<Options, String> {
         postgres: None,
         hostile: false,
         events: 50_000,
+        idle: IDLE_CONNECTIONS,
+        tails: STALLED_TAILS,
+        verifies: CONCURRENT_VERIFIES,
+        hold: 0,
+        verifies_max: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -82,6 +99,15 @@ fn parse_args() -> Result<Options, String> {
             "--postgres" => options.postgres = Some(value()?),
             "--hostile" => options.hostile = true,
             "--events" => options.events = number(value()?)?.clamp(1, 1_000_000),
+            "--idle" => options.idle = number(value()?)?.min(IDLE_CONNECTIONS as u64) as usize,
+            "--tails" => options.tails = number(value()?)?.min(STALLED_TAILS as u64) as usize,
+            "--hold" => options.hold = number(value()?)?.min(600),
+            "--verifies-max" => {
+                options.verifies_max = Some(number(value()?)?.clamp(1, 16) as usize)
+            }
+            "--verifies" => {
+                options.verifies = number(value()?)?.min(CONCURRENT_VERIFIES as u64) as usize
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -384,7 +410,8 @@ fn open_files_limit() -> Option<u64> {
 }
 
 async fn hostile(options: &Options) -> ExitCode {
-    let needed = (IDLE_CONNECTIONS + STALLED_TAILS + CONCURRENT_VERIFIES) as u64 * 2 + 64;
+    let (n_idle, n_tails, n_verifies) = (options.idle, options.tails, options.verifies);
+    let needed = (n_idle + n_tails + n_verifies) as u64 * 2 + 64;
     if let Some(limit) = open_files_limit().filter(|limit| *limit < needed) {
         eprintln!("serve_load: the file limit is {limit}, the run needs {needed}: ulimit -n 4096");
         return ExitCode::from(2);
@@ -412,7 +439,10 @@ async fn hostile(options: &Options) -> ExitCode {
     let addr = listener.local_addr().expect("bound");
     let base = format!("http://{addr}");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let limits = ServerLimits::default();
+    let mut limits = ServerLimits::default();
+    if let Some(verifies_max) = options.verifies_max {
+        limits.verifies_max = verifies_max;
+    }
     let server = tokio::spawn(serve(
         listener,
         LogService::local(store),
@@ -425,15 +455,26 @@ async fn hostile(options: &Options) -> ExitCode {
         },
     ));
     println!(
-        "hostile run: {next_seq} events in session big; {IDLE_CONNECTIONS} idle connections, \
-         {STALLED_TAILS} stalled tails, {CONCURRENT_VERIFIES} concurrent verifies; limits: \
+        "hostile run: {next_seq} events in session big; {n_idle} idle connections, \
+         {n_tails} stalled tails, {n_verifies} concurrent verifies; limits: \
          header {:?}, write stall {:?}, {} verifies at once",
         limits.header_read_timeout, limits.write_stall_timeout, limits.verifies_max
     );
     let started = Instant::now();
     let deadline = started + Duration::from_secs(options.seconds);
     let probing = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let probe = tokio::spawn(probe_health(base.clone(), Arc::clone(&probing)));
+    // The probe runs on its own thread and runtime, as an outside monitor would: its own
+    // scheduling is then not queued behind the clients of this process.
+    let probe = {
+        let (base, probing) = (base.clone(), Arc::clone(&probing));
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a probe runtime")
+                .block_on(probe_health(base, probing, started))
+        })
+    };
     let peak = Arc::new(Mutex::new(0.0f64));
     let sampler = {
         let probing = Arc::clone(&probing);
@@ -449,12 +490,12 @@ async fn hostile(options: &Options) -> ExitCode {
             }
         })
     };
-    let mut idle = Vec::with_capacity(IDLE_CONNECTIONS);
-    for _ in 0..IDLE_CONNECTIONS {
+    let mut idle = Vec::with_capacity(n_idle);
+    for _ in 0..n_idle {
         idle.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
     }
-    let mut stalled = Vec::with_capacity(STALLED_TAILS);
-    for _ in 0..STALLED_TAILS {
+    let mut stalled = Vec::with_capacity(n_tails);
+    for _ in 0..n_tails {
         use tokio::io::AsyncWriteExt;
         let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let request = "GET /v1/sessions/big/tail?from=0 HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -462,7 +503,7 @@ async fn hostile(options: &Options) -> ExitCode {
         stalled.push(stream);
     }
     let connected = started.elapsed();
-    let verifies: Vec<_> = (0..CONCURRENT_VERIFIES)
+    let verifies: Vec<_> = (0..n_verifies)
         .map(|_| {
             let base = base.clone();
             tokio::spawn(async move {
@@ -490,17 +531,36 @@ async fn hostile(options: &Options) -> ExitCode {
         }
     }
     let verified = started.elapsed();
+    let held = connected + Duration::from_secs(options.hold);
+    tokio::time::sleep(held.saturating_sub(started.elapsed())).await;
     probing.store(false, std::sync::atomic::Ordering::Relaxed);
-    let mut health = probe.await.expect("the probe");
+    let health = probe.join().expect("the probe");
     let _ = sampler.await;
     let (rss_end, hwm) = rss_mib();
-    health.sort_unstable();
     verify_times.sort_unstable();
-    let timeouts = health.iter().filter(|us| **us == u64::MAX).count();
-    let answered: Vec<u64> = health
-        .iter()
-        .copied()
-        .filter(|us| *us != u64::MAX)
+    let timeouts = health.iter().filter(|(_, us)| *us == u64::MAX).count();
+    // All probes, those sent while the connections were being opened (the tails stream
+    // into their sockets then), and those sent while only the verifies ran.
+    let answered = |phase: &dyn Fn(Duration) -> bool| {
+        let mut out: Vec<u64> = health
+            .iter()
+            .filter(|(at, us)| *us != u64::MAX && phase(*at))
+            .map(|(_, us)| *us)
+            .collect();
+        out.sort_unstable();
+        out
+    };
+    let phases = [
+        ("all", answered(&|_| true)),
+        ("while connecting", answered(&|at| at < connected)),
+        ("once connected", answered(&|at| at >= connected)),
+    ];
+    // And by window of the run, to show when the slow answers came.
+    let windows: Vec<(u64, Vec<u64>)> = (0..=health.last().map_or(0, |(at, _)| at.as_secs() / 10))
+        .map(|window| {
+            let within = |at: Duration| at.as_secs() / 10 == window;
+            (window * 10, answered(&within))
+        })
         .collect();
     println!("| figure | value |");
     println!("|---|---|");
@@ -508,7 +568,7 @@ async fn hostile(options: &Options) -> ExitCode {
         "| connections opened (idle + tails) in | {:.2} s |",
         connected.as_secs_f64()
     );
-    println!("| verifies ok | {verifies_ok} of {CONCURRENT_VERIFIES} |");
+    println!("| verifies ok | {verifies_ok} of {n_verifies} |");
     println!(
         "| verify latency p50 / max | {:.0} / {:.0} ms |",
         percentile(&verify_times, 0.5),
@@ -520,14 +580,27 @@ async fn hostile(options: &Options) -> ExitCode {
     );
     println!(
         "| /health probes, answered / timed out | {} / {timeouts} |",
-        answered.len()
+        phases[0].1.len()
     );
-    println!(
-        "| /health latency p50 / p99 / max | {:.2} / {:.2} / {:.2} ms |",
-        percentile(&answered, 0.5),
-        percentile(&answered, 0.99),
-        percentile(&answered, 1.0)
-    );
+    for (phase, answered) in &phases {
+        println!(
+            "| /health latency p50 / p99 / max, {phase} ({} probes) | {:.2} / {:.2} / {:.2} ms |",
+            answered.len(),
+            percentile(answered, 0.5),
+            percentile(answered, 0.99),
+            percentile(answered, 1.0)
+        );
+    }
+    for (from_s, answered) in &windows {
+        println!(
+            "| /health latency p50 / p99 / max, {from_s}-{} s ({} probes) | {:.2} / {:.2} / {:.2} ms |",
+            from_s + 10,
+            answered.len(),
+            percentile(answered, 0.5),
+            percentile(answered, 0.99),
+            percentile(answered, 1.0)
+        );
+    }
     println!("| RSS after loading the session | {rss_loaded:.0} MiB |");
     println!(
         "| RSS peak during the run (sampled) / at the end / VmHWM | {:.0} / {rss_end:.0} / {hwm:.0} MiB |",
@@ -542,17 +615,22 @@ async fn hostile(options: &Options) -> ExitCode {
         "| shutdown after the run | {:.2} s |",
         stopping.elapsed().as_secs_f64()
     );
-    if verifies_ok == CONCURRENT_VERIFIES && timeouts == 0 {
+    if verifies_ok == n_verifies && timeouts == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     }
 }
 
-/// Times `/health` every [`PROBE_INTERVAL`] until `probing` is cleared; a probe that gets no
-/// answer within [`PROBE_TIMEOUT`] is recorded as `u64::MAX`. Each probe opens a new
-/// connection, as a fresh client would.
-async fn probe_health(base: String, probing: Arc<std::sync::atomic::AtomicBool>) -> Vec<u64> {
+/// Times `/health` every [`PROBE_INTERVAL`] until `probing` is cleared: `(when it was sent
+/// after `run_started`, its latency in us)`; a probe that gets no answer within
+/// [`PROBE_TIMEOUT`] is recorded as `u64::MAX`. Each probe opens a new connection, as a fresh
+/// client would.
+async fn probe_health(
+    base: String,
+    probing: Arc<std::sync::atomic::AtomicBool>,
+    run_started: Instant,
+) -> Vec<(Duration, u64)> {
     let mut out = Vec::new();
     while probing.load(std::sync::atomic::Ordering::Relaxed) {
         let client = reqwest::Client::new();
@@ -562,10 +640,11 @@ async fn probe_health(base: String, probing: Arc<std::sync::atomic::AtomicBool>)
             (response.status().as_u16() == 200).then_some(())
         })
         .await;
-        out.push(match answer {
+        let latency_us = match answer {
             Ok(Some(())) => started.elapsed().as_micros() as u64,
             _ => u64::MAX,
-        });
+        };
+        out.push((started - run_started, latency_us));
         tokio::time::sleep(PROBE_INTERVAL).await;
     }
     out

@@ -31,11 +31,17 @@ pub const TAILS_MAX: usize = 512;
 /// Most open tails of one bearer token (all clients share one bucket when the server has no
 /// token); one more is answered 429 `too-many-tails`.
 pub const TAILS_PER_TOKEN_MAX: usize = 256;
+/// Short store calls (a range read, a head, a tail's next 256 events) running at once on the
+/// blocking pool; more wait for a turn. Verifies and folds are bounded apart, below.
+pub use crate::log_service::STORE_CALLS_MAX;
 /// Events a tail reads from the store at a time: what a tail that stops reading holds, with
 /// its socket buffer, until [`WRITE_STALL_TIMEOUT`] drops it.
 pub use crate::log_service::TAIL_READ_EVENTS_MAX;
-/// Verifies running at once; more wait for a turn. Each holds one session's fold.
-pub const VERIFIES_MAX: usize = 2;
+/// Verifies running at once; more wait for a turn. Each holds one block of the session it
+/// walks and that session's fold (the walk streams: `store::verify`). One, because a verify
+/// keeps a core busy for seconds: with two on the 2-core machine, `/health` answered at a p99
+/// of 182 ms under the load run (RELIABILITY.md, "Server load"), with one at 82 ms.
+pub const VERIFIES_MAX: usize = 1;
 /// Whole-session folds (`messages`, `surface`, `requests`) running at once; more wait.
 pub const FOLDS_MAX: usize = 4;
 /// Largest append body accepted, in bytes; a larger one is answered 413 `body-too-large`.

@@ -363,8 +363,7 @@ async fn messages(
     let permit = fold_permit(&state).await;
     let folded = state
         .service
-        .run(move |store| {
-            let _permit = permit;
+        .run_walk(permit, move |store| {
             log_store::fold_session(store, &session, query.at)
         })
         .await;
@@ -385,8 +384,7 @@ async fn surface(
     let permit = fold_permit(&state).await;
     let folded = state
         .service
-        .run(move |store| {
-            let _permit = permit;
+        .run_walk(permit, move |store| {
             log_store::fold_session(store, &session, query.at)
         })
         .await;
@@ -440,8 +438,7 @@ async fn requests(
     let permit = fold_permit(&state).await;
     let report = state
         .service
-        .run(move |store| {
-            let _permit = permit;
+        .run_walk(permit, move |store| {
             log_store::requests_page(store, &session, options, rows)
         })
         .await;
@@ -478,10 +475,7 @@ async fn verify(state: AppState, sessions: Vec<String>) -> Response {
         .expect("the semaphore is never closed");
     match state
         .service
-        .run(move |store| {
-            let _permit = permit;
-            store.verify(&sessions)
-        })
+        .run_walk(permit, move |store| store.verify(&sessions))
         .await
     {
         Ok(reports) => respond(StatusCode::OK, &json::verify(&reports)),

@@ -129,3 +129,73 @@ fn tail_follows_new_events() {
         appender.await.unwrap();
     });
 }
+
+// Goal: `LogService::run` runs at most `STORE_CALLS_MAX` store calls at once (the bound that
+// keeps 200 stalled tails from taking 200 blocking threads and 2.9 GB; issue #20), every
+// waiting call still runs, and a whole-session walk (`run_walk`) does not wait for a call
+// turn: it finishes while every turn is held.
+// Method: 3 x STORE_CALLS_MAX calls each hold their turn until released, counting how many
+// run at once; a walk runs while they hold; then they are released and all must succeed.
+#[test]
+fn store_calls_are_bounded_and_walks_run_beside_them() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Condvar;
+
+    use sessionlog_engine::log_service::{LogService, STORE_CALLS_MAX};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(sessionlog_engine::store::Store::open(&store_path(&dir)).unwrap());
+    store.create_session(&header("s")).unwrap();
+    runtime().block_on(async {
+        let service = LogService::local(store);
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let released = Arc::new((std::sync::Mutex::new(false), Condvar::new()));
+        let calls: Vec<_> = (0..3 * STORE_CALLS_MAX)
+            .map(|_| {
+                let (service, running, most) = (service.clone(), running.clone(), most.clone());
+                let released = Arc::clone(&released);
+                tokio::spawn(async move {
+                    service
+                        .run(move |store| {
+                            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            let (lock, wake) = &*released;
+                            let mut open = lock.lock().unwrap();
+                            while !*open {
+                                open = wake.wait(open).unwrap();
+                            }
+                            running.fetch_sub(1, Ordering::SeqCst);
+                            store.head("s")
+                        })
+                        .await
+                })
+            })
+            .collect();
+        // Wait until the turns are all taken, then run a walk beside them.
+        while running.load(Ordering::SeqCst) < STORE_CALLS_MAX {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let gate = Arc::new(tokio::sync::Semaphore::new(1));
+        let turn = Arc::clone(&gate).acquire_owned().await.unwrap();
+        let walked = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            service.run_walk(turn, |store| store.verify(&["s".to_owned()])),
+        )
+        .await
+        .expect("a walk does not wait for a store-call turn")
+        .unwrap();
+        assert!(walked[0].ok());
+        assert_eq!(running.load(Ordering::SeqCst), STORE_CALLS_MAX);
+        {
+            let (lock, wake) = &*released;
+            *lock.lock().unwrap() = true;
+            wake.notify_all();
+        }
+        for call in calls {
+            assert_eq!(call.await.unwrap().unwrap().next_seq, 0);
+        }
+        assert_eq!(most.load(Ordering::SeqCst), STORE_CALLS_MAX);
+        assert_eq!(gate.available_permits(), 1, "the walk's turn is given back");
+    });
+}
