@@ -1,15 +1,14 @@
 //! `copy` and `serve` through the binary: a copy verifies on arrival with the source's head
 //! hash and resumes when rerun; `serve` prints its address, answers, and exits 0 on SIGTERM.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
-use crate::support::{sessionlog, stderr, stdout};
+use crate::support::{sessionlog, start_serve, stderr, stdout};
 
 fn import(db: &Path, dir: &Path, name: &str, events: &str, seed: &str) {
     let file = dir.join(name);
@@ -91,21 +90,8 @@ fn serve_prints_its_address_and_stops_on_sigterm() {
         missing.to_str().unwrap(),
     ]);
     assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .args(["serve", "--db", db, "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
-    assert!(addr.starts_with("127.0.0.1:"), "{line}");
+    let (mut child, addr) = start_serve(db);
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
     let kill = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -132,17 +118,7 @@ fn read_commands_run_beside_serve() {
         vec!["messages", "--db", db, &session],
     ];
     let alone: Vec<String> = reads.iter().map(|args| stdout(&sessionlog(args))).collect();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .args(["serve", "--db", db, "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("listening on "), "{line}");
+    let (mut child, _addr) = start_serve(db);
     for (args, expected) in reads.iter().zip(&alone) {
         let output = sessionlog(args);
         assert_eq!(
@@ -177,25 +153,6 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> Option<u16> {
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     response.split(' ').nth(1)?.parse().ok()
-}
-
-fn start_serve(db: &str) -> (std::process::Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .args(["serve", "--db", db, "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_owned();
-    (child, addr)
 }
 
 /// Events per append of the serve kill test.

@@ -388,19 +388,7 @@ fn a_killed_verify_changes_nothing() {
     kill_verifies();
     assert!(std::fs::read(&db).unwrap() == before.0, "the .redb changed");
     assert!(std::fs::read(&wal).unwrap() == before.1, "the .wal changed");
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .args(["serve", "--db", db_text, "--listen", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(serve.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert!(line.starts_with("listening on "), "{line}");
+    let (mut serve, _addr) = crate::support::start_serve(db_text);
     kill_verifies();
     let _ = serve.kill();
     serve.wait().unwrap();

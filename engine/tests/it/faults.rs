@@ -13,6 +13,17 @@ use sessionlog_engine::store::{Store, StoreError, WalFile};
 
 use crate::support::*;
 
+/// Opens (or creates) `path` for reading and writing.
+fn open_rw(path: &std::path::Path) -> std::fs::File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap()
+}
+
 /// A file backend whose writes and syncs fail once `broken` is set.
 #[derive(Debug)]
 struct Breakable {
@@ -93,19 +104,10 @@ impl WalFile for BreakableWal {
 fn wal_failure_poisons_until_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
-    let open = |path: &std::path::Path| {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .unwrap()
-    };
     let broken = Arc::new(AtomicBool::new(false));
-    let backend = FileBackend::new(open(&path)).unwrap();
+    let backend = FileBackend::new(open_rw(&path)).unwrap();
     let wal = BreakableWal {
-        file: open(&path.with_extension("redb.wal")),
+        file: open_rw(&path.with_extension("redb.wal")),
         broken: Arc::clone(&broken),
     };
     let store = Store::open_with_backends(&path, backend, wal).unwrap();
@@ -133,13 +135,7 @@ fn wal_failure_poisons_until_reopen() {
 fn broken_store_file_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .unwrap();
+    let file = open_rw(&path);
     let broken = Arc::new(AtomicBool::new(false));
     let backend = Breakable {
         inner: FileBackend::new(file).unwrap(),
@@ -202,19 +198,10 @@ impl WalFile for PanickingWal {
 fn a_panic_in_an_append_group_poisons_until_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
-    let open = |path: &std::path::Path| {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .unwrap()
-    };
     let panics = Arc::new(AtomicBool::new(false));
-    let backend = FileBackend::new(open(&path)).unwrap();
+    let backend = FileBackend::new(open_rw(&path)).unwrap();
     let wal = PanickingWal {
-        file: open(&path.with_extension("redb.wal")),
+        file: open_rw(&path.with_extension("redb.wal")),
         panics: Arc::clone(&panics),
     };
     let store = Store::open_with_backends(&path, backend, wal).unwrap();
