@@ -45,6 +45,19 @@ pub enum Error {
     Store(#[from] crate::store::StoreError),
 }
 
+impl Error {
+    /// The error as the store's, for callers that answer in store terms (the server): a
+    /// stored session that breaks a rule on replay is `Corrupt`.
+    pub fn into_store_error(self) -> crate::store::StoreError {
+        use crate::store::StoreError;
+        match self {
+            Error::Store(error) => error,
+            Error::Refused(reason) => StoreError::Corrupt { reason },
+            other => StoreError::Storage(other.to_string()),
+        }
+    }
+}
+
 fn not_a_file_hint(kind: &str) -> &'static str {
     match kind {
         "directory" => "",

@@ -20,7 +20,7 @@ use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{Event, FormatVersion, SessionHeader};
 
-use crate::inspect::FoldedSession;
+use crate::replay::SessionSource;
 use crate::requests::{RequestAnalyzer, RequestOptions, RequestReport};
 use crate::store::verify::{SessionReport, Walk};
 use crate::store::{AppendAck, AppendRequest, Head, StoreError};
@@ -180,24 +180,9 @@ pub fn for_each_event<S: LogStore + ?Sized>(
     Ok(())
 }
 
-/// The messages and surface of a session at `at_seq` (its head when `None`), on any backend.
-pub fn fold_session<S: LogStore + ?Sized>(
-    store: &S,
-    session: &str,
-    at_seq: Option<u64>,
-) -> Result<FoldedSession, StoreError> {
-    let fold = store.fold_at(session, at_seq)?;
-    let next_seq = fold.admission().next_seq();
-    Ok(FoldedSession {
-        session: session.to_owned(),
-        at_seq: next_seq.checked_sub(1),
-        fold,
-    })
-}
-
 /// Every request of a stored session, rebuilt from its log, on any backend.
-pub fn requests<S: LogStore + ?Sized>(
-    store: &S,
+pub fn requests(
+    store: &dyn LogStore,
     session: &str,
     options: RequestOptions,
 ) -> Result<RequestReport, StoreError> {
@@ -205,23 +190,20 @@ pub fn requests<S: LogStore + ?Sized>(
 }
 
 /// [`requests`] keeping only the rows whose index is in `rows`; the summary covers them all.
-pub fn requests_page<S: LogStore + ?Sized>(
-    store: &S,
+/// The session replays through the one driver ([`crate::replay`]); an event it refuses is
+/// stored data breaking a rule, hence `Corrupt`.
+pub fn requests_page(
+    store: &dyn LogStore,
     session: &str,
     options: RequestOptions,
     rows: std::ops::Range<u64>,
 ) -> Result<RequestReport, StoreError> {
-    let info = store.session_info(session)?;
-    let head = store.head(session)?;
-    let mut analyzer = RequestAnalyzer::new(session, info.snapshot, options).keep_rows(rows);
-    for_each_event(store, session, 0, head.next_seq, |event| {
-        let seq = event.seq;
-        analyzer
-            .push_shared(Arc::new(event))
-            .map_err(|violation| StoreError::Corrupt {
-                reason: format!("{session}@{seq}: {violation}"),
-            })
-    })?;
+    let source = SessionSource::Store { store, session };
+    let analyzer = source
+        .replay(|opening| {
+            RequestAnalyzer::new(opening.session(), opening.snapshot, options).keep_rows(rows)
+        })
+        .map_err(crate::Error::into_store_error)?;
     Ok(analyzer.finish())
 }
 

@@ -25,7 +25,9 @@ use super::limits::{
     REQUESTS_BODIES_PAGE_ROWS_MAX, REQUESTS_PAGE_ROWS_DEFAULT, REQUESTS_PAGE_ROWS_MAX,
 };
 use super::{AppState, OPENAPI_JSON};
+use crate::inspect::fold_session;
 use crate::log_store::{self, READ_EVENTS_MAX};
+use crate::replay::SessionSource;
 use crate::requests::RequestOptions;
 use crate::store::{AppendRequest, StoreError, BATCH_EVENTS_MAX};
 
@@ -364,7 +366,11 @@ async fn messages(
     let folded = state
         .service
         .run_walk(permit, move |store| {
-            log_store::fold_session(store, &session, query.at)
+            let source = SessionSource::Store {
+                store,
+                session: &session,
+            };
+            fold_session(source, query.at).map_err(crate::Error::into_store_error)
         })
         .await;
     match folded {
@@ -385,7 +391,11 @@ async fn surface(
     let folded = state
         .service
         .run_walk(permit, move |store| {
-            log_store::fold_session(store, &session, query.at)
+            let source = SessionSource::Store {
+                store,
+                session: &session,
+            };
+            fold_session(source, query.at).map_err(crate::Error::into_store_error)
         })
         .await;
     match folded {

@@ -7,8 +7,11 @@
 use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
+use sessionlog_engine::error::Error;
+use sessionlog_engine::inspect::fold_session;
 use sessionlog_engine::log_store::{self, copy_sessions, LogStore};
 use sessionlog_engine::pg_store::{PgStore, SCHEMA_VERSION};
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::requests::RequestOptions;
 use sessionlog_engine::store::{AppendRequest, Store, StoreError, CHECKPOINT_INTERVAL_EVENTS};
 use sessionlog_format::{Event, SessionHeader, SurfaceOp};
@@ -187,11 +190,18 @@ fn folds_and_requests_agree_across_backends() {
     for backend in backends("folds_and_requests_agree_across_backends") {
         let store = backend.store.as_ref();
         append_all(store, &header, &batches);
-        let head = log_store::fold_session(store, &header.id, None).unwrap();
-        let earlier = log_store::fold_session(store, &header.id, Some(300)).unwrap();
+        let source = SessionSource::Store {
+            store,
+            session: &header.id,
+        };
+        let head = fold_session(source, None).unwrap();
+        let earlier = fold_session(source, Some(300)).unwrap();
         assert_eq!(earlier.at_seq, Some(300));
-        let past = log_store::fold_session(store, &header.id, Some(5000));
-        assert!(matches!(past, Err(StoreError::SeqOutOfRange { .. })));
+        let past = fold_session(source, Some(5000));
+        assert!(matches!(
+            past,
+            Err(Error::Store(StoreError::SeqOutOfRange { .. }))
+        ));
         let messages: Vec<_> = head.messages().into_iter().cloned().collect();
         let earlier_messages: Vec<_> = earlier.messages().into_iter().cloned().collect();
         let options = RequestOptions { bodies: true };

@@ -12,9 +12,11 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
+use sessionlog_engine::inspect::fold_session;
 use sessionlog_engine::log_service::LogService;
 use sessionlog_engine::log_store::{self, LogStore};
 use sessionlog_engine::pg_store::PgStore;
+use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::server::{serve, ServerLimits, ServerOptions, BODY_BYTES_MAX};
 use sessionlog_engine::store::Store;
 use sessionlog_format::{Event, FormatVersion, SessionHeader, SurfaceOp};
@@ -267,7 +269,11 @@ async fn check_core(server: &TestServer, test: &str) {
     let store = Arc::clone(&server.store);
     let session = id.clone();
     let folded = tokio::task::spawn_blocking(move || {
-        log_store::fold_session(store.as_ref(), &session, Some(200)).unwrap()
+        let source = SessionSource::Store {
+            store: store.as_ref(),
+            session: &session,
+        };
+        fold_session(source, Some(200)).unwrap()
     })
     .await
     .unwrap();
