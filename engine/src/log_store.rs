@@ -6,8 +6,8 @@
 //! (optimistic concurrency). The trait is synchronous (STYLE.md rule 37); async callers go
 //! through `log_service::LogService`.
 //!
-//! On top of the trait, with no knowledge of the backend: [`fold_session`] (messages and
-//! surface at any seq), [`requests`] (the rebuilt requests), [`verify`] (every record, the
+//! On top of the trait, with no knowledge of the backend: [`requests`] (the rebuilt requests,
+//! through the replay driver of [`crate::replay`]), [`verify`] (every record, the
 //! chain, a fresh fold, the checkpoint) and [`copy_sessions`] (one backend to another, checked
 //! on arrival).
 //!
