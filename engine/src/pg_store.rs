@@ -152,7 +152,7 @@ impl PgStore {
                 &[],
             )
             .map_err(pg_error)?;
-        Ok(row.get(0))
+        row.try_get(0).map_err(pg_error)
     }
 
     fn migrate(&self) -> Result<(), StoreError> {
@@ -182,7 +182,7 @@ impl PgStore {
                 &[],
             )
             .map_err(pg_error)?;
-        let found: i64 = row.get(0);
+        let found: i64 = row.try_get(0).map_err(pg_error)?;
         if found > SCHEMA_VERSION {
             return Err(StoreError::UpgradeRequired {
                 found: u32::try_from(found).unwrap_or(u32::MAX),
@@ -230,7 +230,7 @@ impl PgStore {
             .ok_or_else(|| StoreError::UnknownSession {
                 session: session.to_owned(),
             })?;
-        let header_text: String = row.get(1);
+        let header_text: String = row.try_get(1).map_err(pg_error)?;
         let header: SessionHeader =
             serde_json::from_str(&header_text).map_err(|e| StoreError::Corrupt {
                 reason: format!("session {session} record: {e}"),
@@ -242,7 +242,7 @@ impl PgStore {
         }
         Ok(SessionInfo {
             header,
-            snapshot: row.get(0),
+            snapshot: row.try_get(0).map_err(pg_error)?,
         })
     }
 
@@ -268,8 +268,8 @@ impl PgStore {
         rows.iter()
             .map(|row| {
                 Ok(StoredRecord {
-                    seq: from_sql_seq(session, row.get(0))?,
-                    bytes: row.get(1),
+                    seq: from_sql_seq(session, row.try_get(0).map_err(pg_error)?)?,
+                    bytes: row.try_get(1).map_err(pg_error)?,
                 })
             })
             .collect()
@@ -370,7 +370,7 @@ fn load_checkpoint(
         )
         .map_err(pg_error)?;
     let Some(row) = row else { return Ok(None) };
-    let bytes: Vec<u8> = row.get(0);
+    let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
     let Ok((next_seq, chain, checkpoint)) = decode_checkpoint(&bytes) else {
         return Ok(None);
     };
@@ -445,8 +445,8 @@ fn head_of(client: &mut Client, session: &str) -> Result<Head, StoreError> {
             chain: record::genesis_chain(&info.header),
         });
     };
-    let seq = from_sql_seq(session, row.get(0))?;
-    let bytes: Vec<u8> = row.get(1);
+    let seq = from_sql_seq(session, row.try_get(0).map_err(pg_error)?)?;
+    let bytes: Vec<u8> = row.try_get(1).map_err(pg_error)?;
     let header = record::check_record_crc(&bytes).map_err(|e| corrupt(session, seq, e))?;
     Ok(Head {
         next_seq: seq + 1,
@@ -498,7 +498,10 @@ impl LogStore for PgStore {
             .client()
             .query("SELECT session_id FROM sessionlog_sessions", &[])
             .map_err(pg_error)?;
-        let mut ids: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
+        let mut ids: Vec<String> = rows
+            .iter()
+            .map(|row| row.try_get(0).map_err(pg_error))
+            .collect::<Result<_, _>>()?;
         // Byte order, as redb keeps them (collations differ between engines).
         ids.sort_unstable();
         Ok(ids)
@@ -647,7 +650,11 @@ impl LogStore for PgStore {
                 &[&session],
             )
             .map_err(pg_error)?;
-        Ok(row.map(|row| decode_checkpoint(&row.get::<_, Vec<u8>>(0))))
+        row.map(|row| {
+            let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
+            Ok(decode_checkpoint(&bytes))
+        })
+        .transpose()
     }
 
     /// The head from the warm fold, caught up with the database; an earlier seq from scratch.
