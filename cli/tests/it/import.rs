@@ -4,26 +4,18 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
-use crate::support::{sessionlog, stderr, stdout};
+use crate::support::{sessionlog, stderr, stdout, with_db};
 
 /// Events of the generated log: 20 import batches, so kills land between and inside them.
 const LOG_EVENTS: u64 = 20_000;
 /// Events per import batch (`IMPORT_BATCH_EVENTS`): one `committed` line each.
 const BATCH_EVENTS: u64 = 1024;
-
-fn with_db(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .args(args)
-        .env("SESSIONLOG_DB", db)
-        .output()
-        .unwrap()
-}
 
 /// Where a kill lands.
 #[derive(Debug, Clone, Copy)]

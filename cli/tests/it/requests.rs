@@ -6,12 +6,12 @@
 //! `UPDATE_GOLDEN=1 cargo test -p sessionlog --test it requests`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
-use crate::support::{fixtures_dir, sessionlog, stderr, stdout, write_file};
+use crate::support::{fixtures_dir, sessionlog, stderr, stdout, with_db, write_file};
 
 /// The generated session of the golden files: 250 events of seed 39 hold a retry, an
 /// in-history prompt append, a head rewrite, a compaction and prunes.
@@ -201,15 +201,6 @@ fn accepted_fixtures_report() {
             other => panic!("{file}: exit {other:?}: {}", stderr(&output)),
         }
     }
-}
-
-/// Runs the binary with `SESSIONLOG_DB` pointing at `db`.
-fn with_db(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .args(args)
-        .env("SESSIONLOG_DB", db)
-        .output()
-        .unwrap()
 }
 
 // Goal: a stored session gives the same document as its file, through --db and through

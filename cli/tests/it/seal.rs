@@ -2,19 +2,10 @@
 //! stripped or edited seal, and a line rewritten to the same events are all caught.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::{sessionlog, stderr, stdout};
-
-fn with_db(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .args(args)
-        .env("SESSIONLOG_DB", db)
-        .output()
-        .unwrap()
-}
+use crate::support::{sessionlog, stderr, stdout, with_db};
 
 /// A store with one generated session; returns the session id.
 fn imported(dir: &Path, db: &Path) -> String {

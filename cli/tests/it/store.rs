@@ -7,16 +7,7 @@ use std::process::{Command, Output};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
-use crate::support::{sessionlog, stderr, stdout};
-
-/// Runs the binary with `SESSIONLOG_DB` pointing at `db`.
-fn with_db(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .args(args)
-        .env("SESSIONLOG_DB", db)
-        .output()
-        .unwrap()
-}
+use crate::support::{sessionlog, stderr, stdout, with_db};
 
 fn json_of(output: &Output) -> Value {
     serde_json::from_str(&stdout(output)).unwrap_or_else(|e| panic!("{e}: {}", stdout(output)))

@@ -11,6 +11,15 @@ pub fn sessionlog(args: &[&str]) -> Output {
         .expect("the sessionlog binary runs")
 }
 
+/// Runs `sessionlog` with `args` and `SESSIONLOG_DB` pointing at `db`.
+pub fn with_db(db: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(args)
+        .env("SESSIONLOG_DB", db)
+        .output()
+        .expect("the sessionlog binary runs")
+}
+
 pub fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
 }
