@@ -593,23 +593,38 @@ impl Store {
         wal.restart()
     }
 
-    /// Makes redb durable now, waiting for snapshot readers to release the gate (at most
-    /// [`gate::OPEN_WAIT`]; then `Locked`, and nothing was made durable).
-    fn make_durable_waiting(&self, wal: &mut Wal) -> Result<(), StoreError> {
+    /// Makes redb durable under the gate, taken exclusively within `wait` (`None`: only if
+    /// it is free now). `Ok(false)` when snapshot readers kept it: nothing was made durable.
+    fn make_durable_gated(
+        &self,
+        wal: &mut Wal,
+        wait: Option<std::time::Duration>,
+    ) -> Result<bool, StoreError> {
         let Some(gate) = &self.gate else {
-            return self.make_durable(wal);
+            return self.make_durable(wal).map(|()| true);
         };
-        let taken = gate
-            .lock_within(gate::Mode::Exclusive, gate::OPEN_WAIT)
-            .map_err(|e| StoreError::Storage(format!("the WAL's gate: {e}")))?;
+        let taken = match wait {
+            None => gate.try_lock(gate::Mode::Exclusive),
+            Some(wait) => gate.lock_within(gate::Mode::Exclusive, wait),
+        }
+        .map_err(|e| StoreError::Storage(format!("the WAL's gate: {e}")))?;
         if !taken {
-            return Err(StoreError::Locked {
-                path: self.path.display().to_string(),
-            });
+            return Ok(false);
         }
         let durable = self.make_durable(wal);
         gate.unlock();
-        durable
+        durable.map(|()| true)
+    }
+
+    /// Makes redb durable now, waiting for snapshot readers at most [`gate::OPEN_WAIT`];
+    /// then `Locked`, and nothing was made durable.
+    fn make_durable_waiting(&self, wal: &mut Wal) -> Result<(), StoreError> {
+        if self.make_durable_gated(wal, Some(gate::OPEN_WAIT))? {
+            return Ok(());
+        }
+        Err(StoreError::Locked {
+            path: self.path.display().to_string(),
+        })
     }
 
     /// Makes redb durable once the WAL has grown past [`wal::DURABLE_BYTES_MAX`], unless
@@ -621,22 +636,8 @@ impl Store {
         if frames_bytes <= wal::DURABLE_BYTES_MAX {
             return Ok(());
         }
-        let Some(gate) = &self.gate else {
-            return self.make_durable(wal);
-        };
-        let gate_error = |e: std::io::Error| StoreError::Storage(format!("the WAL's gate: {e}"));
-        let taken = if frames_bytes <= WAL_DEFERRED_BYTES_MAX {
-            gate.try_lock(gate::Mode::Exclusive).map_err(gate_error)?
-        } else {
-            gate.lock_within(gate::Mode::Exclusive, gate::OPEN_WAIT)
-                .map_err(gate_error)?
-        };
-        if !taken {
-            return Ok(());
-        }
-        let durable = self.make_durable(wal);
-        gate.unlock();
-        durable
+        let wait = (frames_bytes > WAL_DEFERRED_BYTES_MAX).then_some(gate::OPEN_WAIT);
+        self.make_durable_gated(wal, wait).map(|_| ())
     }
 
     fn init_tables(&self) -> Result<(), StoreError> {
