@@ -44,7 +44,7 @@ pub(crate) fn audit(global: Global, args: AuditArgs) -> anyhow::Result<ExitCode>
         audit_files(&global, &walk.files, args.input.snapshot.into())
     } else {
         let store = args.db.open_read_only()?;
-        audit_store(&store, &args.sources)?
+        audit_store(&*store, &args.sources)?
     };
     let totals = totals(&rows);
     if global.json {

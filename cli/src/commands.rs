@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
-use sessionlog_engine::check::{check_file, CheckOptions, FileReport};
+use sessionlog_engine::check::{check_file, check_session, CheckOptions, FileReport, SessionCheck};
 use sessionlog_format::gen::GenOptions;
 use sessionlog_format::{Compression, FormatVersion, ReadOptions, Recovery, SnapshotMode};
 
@@ -116,7 +116,11 @@ enum RecoveryArg {
 struct CheckArgs {
     #[command(flatten)]
     input: InputArgs,
-    /// dsh session logs of any version, raw or .jsonl.zstd.
+    /// Check stored sessions of this store (a redb file or a postgres:// URL) instead of
+    /// files: every record read back and every rule applied from the first event.
+    #[arg(long)]
+    db: Option<String>,
+    /// dsh session logs of any version, raw or .jsonl.zstd (with --db: session ids).
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -221,6 +225,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn check(global: Global, args: CheckArgs) -> anyhow::Result<ExitCode> {
+    if let Some(db) = &args.db {
+        return check_stored(global, db, &args.files);
+    }
     let options = CheckOptions {
         snapshot: args.input.snapshot.into(),
     };
@@ -261,6 +268,34 @@ fn check(global: Global, args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let all_ok = reports.iter().all(|r| r.ok);
+    Ok(ExitCode::from(if all_ok { EXIT_OK } else { EXIT_FAULT }))
+}
+
+/// `check --db DB SESSION...`: `SESSION: ok (N events)`, or `SESSION@SEQ: reason` on stderr;
+/// `--json` is `{"files":[],"sessions":[{"session","ok","events","error"}]}`.
+fn check_stored(global: Global, db: &str, sessions: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let store = crate::store_commands::open_named_read_only(Some(db))?;
+    let checks: Vec<SessionCheck> = sessions
+        .iter()
+        .map(|s| check_session(&*store, &s.to_string_lossy()))
+        .collect();
+    for check in &checks {
+        if let Some(error) = &check.error {
+            eprintln!("{error}");
+        }
+    }
+    if global.json {
+        let sessions: Vec<_> = checks
+            .iter()
+            .map(|c| json!({ "session": c.session, "ok": c.ok, "events": c.events, "error": c.error }))
+            .collect();
+        print_json(&json!({ "files": [], "sessions": sessions }))?;
+    } else if !global.quiet {
+        for check in checks.iter().filter(|c| c.ok) {
+            println!("{}: ok (v3, {} events)", check.session, check.events);
+        }
+    }
+    let all_ok = checks.iter().all(|c| c.ok);
     Ok(ExitCode::from(if all_ok { EXIT_OK } else { EXIT_FAULT }))
 }
 

@@ -23,6 +23,7 @@ use sessionlog_engine::prompt::capability::{
 use crate::commands::Global;
 use crate::output::{print_json, EXIT_OK};
 use crate::store_commands::DbArgs;
+use sessionlog_engine::log_store::with_fold;
 
 /// The timeout of the summarisation request.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -67,7 +68,7 @@ pub(crate) struct CompactArgs {
 
 pub(crate) fn run(global: Global, args: CompactArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open()?;
-    let header_model = store.with_fold(&args.session, |f| {
+    let header_model = with_fold(&*store, &args.session, |f| {
         f.request_header().map(|h| h.config.model.clone())
     })?;
     let model = args
@@ -109,7 +110,7 @@ pub(crate) fn run(global: Global, args: CompactArgs) -> anyhow::Result<ExitCode>
     let cancel = CancelToken::new();
     let report = match (args.from, args.to) {
         (Some(from), Some(to)) => Some(compact_region(
-            &store,
+            &*store,
             &args.session,
             from,
             to,
@@ -118,7 +119,7 @@ pub(crate) fn run(global: Global, args: CompactArgs) -> anyhow::Result<ExitCode>
             &cancel,
         )?),
         _ => compact(
-            &store,
+            &*store,
             &args.session,
             adapter.as_mut(),
             &route,

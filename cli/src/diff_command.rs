@@ -8,8 +8,8 @@ use clap::Args;
 use serde_json::json;
 
 use sessionlog_engine::diff::{diff_points, diff_requests, DiffOptions, Difference, Divergence};
+use sessionlog_engine::log_store::LogStore;
 use sessionlog_engine::replay::SessionSource;
-use sessionlog_engine::store::Store;
 use sessionlog_format::Message;
 
 use crate::commands::{Global, InputArgs};
@@ -60,7 +60,7 @@ fn side(arg: &str) -> Side<'_> {
 pub(crate) fn diff(global: Global, args: DiffArgs) -> anyhow::Result<ExitCode> {
     let (left, right) = (side(&args.left), side(&args.right));
     let needs_store = [&left, &right].iter().any(|s| !Path::new(s.name).exists());
-    let store: Option<Store> = if needs_store {
+    let store: Option<std::sync::Arc<dyn LogStore>> = if needs_store {
         Some(args.db.open_read_only()?)
     } else {
         None
@@ -69,14 +69,14 @@ pub(crate) fn diff(global: Global, args: DiffArgs) -> anyhow::Result<ExitCode> {
     let options = DiffOptions { ids: args.ids };
     let divergence = if left.seq.is_some() || right.seq.is_some() {
         diff_points(
-            (source_of(store.as_ref(), left.name, snapshot), left.seq),
-            (source_of(store.as_ref(), right.name, snapshot), right.seq),
+            (source_of(store.as_deref(), left.name, snapshot), left.seq),
+            (source_of(store.as_deref(), right.name, snapshot), right.seq),
             options,
         )?
     } else {
         diff_requests(
-            source_of(store.as_ref(), left.name, snapshot),
-            source_of(store.as_ref(), right.name, snapshot),
+            source_of(store.as_deref(), left.name, snapshot),
+            source_of(store.as_deref(), right.name, snapshot),
             options,
         )?
     };
@@ -91,7 +91,7 @@ pub(crate) fn diff(global: Global, args: DiffArgs) -> anyhow::Result<ExitCode> {
 
 /// A file when `name` exists on disk, else a session of the store.
 fn source_of<'a>(
-    store: Option<&'a Store>,
+    store: Option<&'a dyn LogStore>,
     name: &'a str,
     snapshot: sessionlog_format::SnapshotMode,
 ) -> SessionSource<'a> {

@@ -11,20 +11,25 @@ pub(crate) const EXIT_FAULT: u8 = 1;
 /// A usage error: bad arguments, or a read command's `--db` naming no store.
 pub(crate) const EXIT_USAGE: u8 = 2;
 
-/// The exit code of a command's error: a missing store (a mistyped `--db`) is a usage error,
+/// The exit code of a command's error: a store location that names no store (a missing
+/// store for a read, an unsupported scheme, a missing directory) is a usage error,
 /// everything else a fault.
 pub(crate) fn exit_code_of(error: &anyhow::Error) -> u8 {
     use sessionlog_engine::store::StoreError;
-    let missing = error.chain().any(|cause| {
+    let usage = |store: &StoreError| {
         matches!(
-            cause.downcast_ref::<StoreError>(),
-            Some(StoreError::Missing { .. })
-        ) || matches!(
-            cause.downcast_ref::<sessionlog_engine::Error>(),
-            Some(sessionlog_engine::Error::Store(StoreError::Missing { .. }))
+            store,
+            StoreError::Missing { .. } | StoreError::BadLocation { .. }
         )
+    };
+    let is_usage = error.chain().any(|cause| {
+        cause.downcast_ref::<StoreError>().is_some_and(usage)
+            || matches!(
+                cause.downcast_ref::<sessionlog_engine::Error>(),
+                Some(sessionlog_engine::Error::Store(store)) if usage(store)
+            )
     });
-    if missing {
+    if is_usage {
         EXIT_USAGE
     } else {
         EXIT_FAULT

@@ -39,7 +39,7 @@ pub(crate) fn prompt(global: Global, args: PromptArgs) -> anyhow::Result<ExitCod
     } else {
         let store = args.db.open_read_only()?;
         history(SessionSource::Store {
-            store: &store,
+            store: &*store,
             session: &args.source,
         })?
     };

@@ -1,10 +1,10 @@
 //! `requests`: every request the model was sent, with its shared prefix, as a table or JSON.
 
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::bail;
 use clap::Args;
 use serde_json::Value;
 
@@ -13,7 +13,6 @@ use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::requests::{
     requests, PrefixBreak, RequestOptions, RequestReport, RequestRow, RequestSummary,
 };
-use sessionlog_engine::store::{default_path, Store};
 
 use crate::commands::{Global, InputArgs};
 use crate::output::{print_json, EXIT_OK};
@@ -27,7 +26,7 @@ pub(crate) struct RequestsArgs {
     /// The store file. Without it, an existing FILE is read as a log; otherwise SESSION is
     /// looked up in $SESSIONLOG_DB, else the default store of the README.
     #[arg(long)]
-    db: Option<PathBuf>,
+    db: Option<String>,
     #[command(flatten)]
     input: InputArgs,
     /// A log file of any version, or a session id in the store.
@@ -69,18 +68,9 @@ fn report(args: &RequestsArgs, options: RequestOptions) -> anyhow::Result<Reques
         // Without this, a mistyped file name would open (and create) the default store.
         bail!("{}: no such file", args.source);
     }
-    let db = match &args.db {
-        Some(db) => db.clone(),
-        None => std::env::var_os("SESSIONLOG_DB")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(default_path)
-            .ok_or_else(|| anyhow!("no --db, no SESSIONLOG_DB and no HOME"))?,
-    };
-    let store = Store::open_read_only(&db)
-        .with_context(|| format!("cannot open the store {}", db.display()))?;
+    let store = crate::store_commands::open_named_read_only(args.db.as_deref())?;
     let source = SessionSource::Store {
-        store: &store,
+        store: &*store,
         session: &args.source,
     };
     Ok(requests(source, options)?)

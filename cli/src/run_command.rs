@@ -141,7 +141,7 @@ pub(crate) fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         skill_dirs: args.skills.clone(),
         budget_bytes: args.instructions_budget,
     };
-    let mut agent = Agent::open(&store, &session, adapter, route, &root)?.with_context(context)?;
+    let mut agent = Agent::open(&*store, &session, adapter, route, &root)?.with_context(context)?;
     if let Some(policy) = &args.approval_policy {
         agent.set_approval_policy(policy);
     }
@@ -168,7 +168,7 @@ pub(crate) fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     drop(agent);
     if global.json {
         let source = SessionSource::Store {
-            store: &store,
+            store: &*store,
             session: &session,
         };
         let requests = requests(source, RequestOptions { bodies: true })?;
@@ -187,7 +187,7 @@ pub(crate) fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         report.turn, report.steps
     );
     let source = SessionSource::Store {
-        store: &store,
+        store: &*store,
         session: &session,
     };
     let requests = requests(source, RequestOptions { bodies: false })?;

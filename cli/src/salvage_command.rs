@@ -35,8 +35,8 @@ pub(crate) struct BackupArgs {
 
 pub(crate) fn salvage(global: Global, args: SalvageArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open_read_only()?;
-    let report = salvage_store(&store, &args.output)?;
-    crate::store_commands::print_damaged_frames(&store);
+    let report = salvage_store(&*store, &args.output)?;
+    crate::store_commands::print_damaged_frames(&*store, &args.db);
     for loss in &report.lost {
         let from = loss
             .from_seq
@@ -103,7 +103,7 @@ pub(crate) fn salvage(global: Global, args: SalvageArgs) -> anyhow::Result<ExitC
 
 pub(crate) fn backup(global: Global, args: BackupArgs) -> anyhow::Result<ExitCode> {
     let store = args.db.open_read_only()?;
-    let report = backup_store(&store, &args.output)?;
+    let report = backup_store(&*store, &args.output)?;
     let copied = &report.copied;
     for session in &report.skipped {
         eprintln!("{session}: skipped: {SKIPPED_IMPORT_REASON}");

@@ -9,8 +9,9 @@ use clap::Args;
 use serde_json::json;
 
 use sessionlog_engine::log_store::copy_sessions;
+use sessionlog_engine::open::{open_store, Access, Location};
 use sessionlog_engine::salvage::SKIPPED_IMPORT_REASON;
-use sessionlog_engine::server::{self, open_backend, ServeConfig};
+use sessionlog_engine::server::{self, ServeConfig};
 use sessionlog_engine::store::default_path;
 
 use crate::commands::Global;
@@ -70,8 +71,14 @@ pub(crate) fn serve(global: Global, args: ServeArgs) -> anyhow::Result<ExitCode>
 }
 
 pub(crate) fn copy(global: Global, args: CopyArgs) -> anyhow::Result<ExitCode> {
-    let from = open_backend(&args.from).with_context(|| format!("cannot open {}", args.from))?;
-    let to = open_backend(&args.to).with_context(|| format!("cannot open {}", args.to))?;
+    // The source is only read: a copy never creates or writes it.
+    let open = |location: &str, access| -> anyhow::Result<_> {
+        let location = Location::parse(location)?;
+        open_store(&location, access)
+            .with_context(|| format!("cannot open the store {}", location.display()))
+    };
+    let from = open(&args.from, Access::Read)?;
+    let to = open(&args.to, Access::Write)?;
     let quiet = global.quiet || global.json;
     let mut progress = |session: &str, next_seq: u64| {
         if !quiet {

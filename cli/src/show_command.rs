@@ -3,10 +3,10 @@
 use std::env;
 use std::ffi::OsString;
 use std::io::{self, BufWriter, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use clap::Args;
 use serde_json::{json, Value};
 
@@ -16,7 +16,6 @@ use sessionlog_engine::show::{
     show as build_transcript, Block, Body, Entry, EntryBody, Marker, MessageEntry, ShowOptions,
     Transcript, BODY_BYTES_MAX_DEFAULT,
 };
-use sessionlog_engine::store::{default_path, Store};
 
 use crate::commands::{Global, InputArgs};
 use crate::output::{print_json, EXIT_OK};
@@ -33,7 +32,7 @@ pub(crate) struct ShowArgs {
     /// The store holding SESSION. Without it, SOURCE is a file when one exists at that path
     /// (or it looks like a path), else a session in $SESSIONLOG_DB or the default store.
     #[arg(long)]
-    db: Option<PathBuf>,
+    db: Option<String>,
     #[command(flatten)]
     input: InputArgs,
     /// Cut each text, reasoning, tool-call argument or tool-result body after this many
@@ -87,19 +86,9 @@ fn transcript(args: &ShowArgs, options: ShowOptions) -> anyhow::Result<Transcrip
         };
         return Ok(build_transcript(source, options)?);
     }
-    let db = store_path(args.db.as_deref())?;
-    // Opening creates a missing store; showing must not.
-    if !db.exists() {
-        return Err(anyhow!(
-            "{}: no such store (and {} is not a file)",
-            db.display(),
-            args.source
-        ));
-    }
-    let store = Store::open_read_only(&db)
-        .with_context(|| format!("cannot open the store {}", db.display()))?;
+    let store = crate::store_commands::open_named_read_only(args.db.as_deref())?;
     let source = SessionSource::Store {
-        store: &store,
+        store: &*store,
         session: &args.source,
     };
     Ok(build_transcript(source, options)?)
@@ -111,16 +100,6 @@ fn looks_like_path(source: &str) -> bool {
         || source.contains('/')
         || source.ends_with(".jsonl")
         || source.ends_with(".zstd")
-}
-
-fn store_path(db: Option<&Path>) -> anyhow::Result<PathBuf> {
-    if let Some(db) = db {
-        return Ok(db.to_owned());
-    }
-    if let Some(db) = env::var_os("SESSIONLOG_DB").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(db));
-    }
-    default_path().ok_or_else(|| anyhow!("no --db, no SESSIONLOG_DB and no HOME"))
 }
 
 /// The pager's program and arguments: `$PAGER` split at whitespace, or [`PAGER_DEFAULT`] when

@@ -3,6 +3,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 use clap::Args;
@@ -11,10 +12,12 @@ use serde_json::json;
 use sessionlog_engine::documents;
 use sessionlog_engine::files::names_a_file;
 use sessionlog_engine::inspect::{fold_session, FoldedSession};
+use sessionlog_engine::log_store::LogStore;
+use sessionlog_engine::open::{open_store, Access, Location};
 use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::seal::{seal_export, verify_sealed, SealReport};
+use sessionlog_engine::store::default_path;
 use sessionlog_engine::store::verify::SessionReport;
-use sessionlog_engine::store::{default_path, Store};
 use sessionlog_engine::transfer::{export_session, import_file, ExportTarget};
 
 use crate::commands::{Global, InputArgs};
@@ -23,32 +26,68 @@ use crate::output::{hex, is_broken_pipe, print_json, progress, EXIT_FAULT, EXIT_
 /// Which store to use.
 #[derive(Debug, Args)]
 pub(crate) struct DbArgs {
-    /// The store file (default: $SESSIONLOG_DB, else the path in the README).
+    /// The store: a redb file or a postgres:// URL (default: $SESSIONLOG_DB, else the path in
+    /// the README).
     #[arg(long, env = "SESSIONLOG_DB")]
-    db: Option<PathBuf>,
+    pub(crate) db: Option<String>,
 }
 
 impl DbArgs {
-    pub(crate) fn path(&self) -> anyhow::Result<PathBuf> {
+    /// The store's location, and whether it is the default one.
+    pub(crate) fn location(&self) -> anyhow::Result<(Location, bool)> {
         match &self.db {
-            Some(path) => Ok(path.clone()),
-            None => default_path().ok_or_else(|| anyhow!("no --db, no SESSIONLOG_DB and no HOME")),
+            Some(db) => Ok((Location::parse(db)?, false)),
+            None => {
+                let path = default_path()
+                    .ok_or_else(|| anyhow!("no --db, no SESSIONLOG_DB and no HOME"))?;
+                Ok((Location::Redb(path), true))
+            }
         }
     }
 
-    /// Opens the store for a command that writes: it may create the store.
-    pub(crate) fn open(&self) -> anyhow::Result<Store> {
-        let path = self.path()?;
-        Store::open(&path).with_context(|| format!("cannot open the store {}", path.display()))
+    /// Opens the store for a command that writes: it may create the store (in an existing
+    /// directory; the default path's directories are created).
+    pub(crate) fn open(&self) -> anyhow::Result<Arc<dyn LogStore>> {
+        self.open_as(Access::Write)
     }
 
     /// Opens the store for a command that only reads: nothing is created or written, and a
     /// missing store is an error (exit 2, see the README's CLI additions).
-    pub(crate) fn open_read_only(&self) -> anyhow::Result<Store> {
-        let path = self.path()?;
-        Store::open_read_only(&path)
-            .with_context(|| format!("cannot open the store {}", path.display()))
+    pub(crate) fn open_read_only(&self) -> anyhow::Result<Arc<dyn LogStore>> {
+        self.open_as(Access::Read)
     }
+
+    /// The store's location for messages (a URL without its password).
+    pub(crate) fn display(&self) -> String {
+        match self.location() {
+            Ok((location, _)) => location.display(),
+            Err(_) => self.db.clone().unwrap_or_default(),
+        }
+    }
+
+    fn open_as(&self, access: Access) -> anyhow::Result<Arc<dyn LogStore>> {
+        let (location, default) = self.location()?;
+        if let (Location::Redb(path), true, Access::Write) = (&location, default, access) {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("cannot create {}", parent.display()))?;
+            }
+        }
+        open_store(&location, access)
+            .with_context(|| format!("cannot open the store {}", location.display()))
+    }
+}
+
+/// Opens for reading the store `db` names, else `$SESSIONLOG_DB`, else the default path: for
+/// the commands whose `--db` does not read the environment, so that a file argument is
+/// never taken for a session of the environment's store.
+pub(crate) fn open_named_read_only(db: Option<&str>) -> anyhow::Result<Arc<dyn LogStore>> {
+    let db = db.map(str::to_owned).or_else(|| {
+        std::env::var("SESSIONLOG_DB")
+            .ok()
+            .filter(|v| !v.is_empty())
+    });
+    DbArgs { db }.open_read_only()
 }
 
 #[derive(Debug, Args)]
@@ -119,7 +158,7 @@ pub(crate) fn import(global: Global, args: ImportArgs) -> anyhow::Result<ExitCod
                 let _ = out.flush();
             }
         };
-        match import_file(&store, file, args.input.snapshot.into(), &mut on_commit) {
+        match import_file(&*store, file, args.input.snapshot.into(), &mut on_commit) {
             Ok(report) => reports.push(report),
             // A store's refusal does not know the file; the line names it.
             Err(sessionlog_engine::Error::Store(error)) => {
@@ -146,7 +185,7 @@ pub(crate) fn import(global: Global, args: ImportArgs) -> anyhow::Result<ExitCod
                 })
             })
             .collect();
-        print_json(&json!({ "db": store.path().display().to_string(), "imports": imports }))?;
+        print_json(&json!({ "db": args.db.display(), "imports": imports }))?;
     } else if !global.quiet && !args.acks {
         for r in &reports {
             println!(
@@ -170,20 +209,20 @@ pub(crate) fn export(global: Global, args: ExportArgs) -> anyhow::Result<ExitCod
     if args.seal && target == ExportTarget::Stdout {
         return Err(anyhow!("--seal needs a file output, not stdout"));
     }
-    let n_events = match export_session(&store, &args.session, &target).map_err(anyhow::Error::from)
-    {
-        // Unlike a read command's view, an export cut short is not a whole log: a closed
-        // pipe is a failure (exit 1), never success.
-        Err(error) if is_broken_pipe(&error) => {
-            return Err(anyhow!(
-                "{}: the export to stdout was cut short: the reader closed the pipe",
-                args.session
-            ))
-        }
-        other => other?,
-    };
+    let n_events =
+        match export_session(&*store, &args.session, &target).map_err(anyhow::Error::from) {
+            // Unlike a read command's view, an export cut short is not a whole log: a closed
+            // pipe is a failure (exit 1), never success.
+            Err(error) if is_broken_pipe(&error) => {
+                return Err(anyhow!(
+                    "{}: the export to stdout was cut short: the reader closed the pipe",
+                    args.session
+                ))
+            }
+            other => other?,
+        };
     if args.seal {
-        seal_export(&store, &args.session, &args.output)?;
+        seal_export(&*store, &args.session, &args.output)?;
     }
     if target != ExportTarget::Stdout && !global.quiet {
         if global.json {
@@ -215,7 +254,7 @@ pub(crate) fn verify(global: Global, args: VerifyArgs) -> anyhow::Result<ExitCod
     }
     let store = args.db.open_read_only()?;
     let reports = store.verify(&args.sessions)?;
-    print_damaged_frames(&store);
+    print_damaged_frames(&*store, &args.db);
     for report in &reports {
         for fault in &report.faults {
             let place = fault
@@ -300,7 +339,7 @@ fn folded(args: &ViewArgs) -> anyhow::Result<FoldedSession> {
     }
     let store = args.db.open_read_only()?;
     let source = SessionSource::Store {
-        store: &store,
+        store: &*store,
         session: &args.source,
     };
     Ok(fold_session(source, args.at)?)
@@ -366,11 +405,11 @@ pub(crate) fn surface(global: Global, args: ViewArgs) -> anyhow::Result<ExitCode
 }
 
 /// One diagnostic line per damaged WAL frame of `store` (`verify`, `salvage`).
-pub(crate) fn print_damaged_frames(store: &sessionlog_engine::store::Store) {
+pub(crate) fn print_damaged_frames(store: &dyn LogStore, db: &DbArgs) {
     for frame in store.damaged_frames() {
         eprintln!(
             "{}: WAL frame {} at byte offset {} is damaged: {} [wal]",
-            store.path().display(),
+            db.display(),
             frame.frame_idx,
             frame.offset_bytes,
             frame.reason

@@ -35,7 +35,7 @@ pub(crate) fn run(global: Global, args: TokensArgs) -> anyhow::Result<ExitCode> 
     } else {
         let store = args.db.open_read_only()?;
         tokens(SessionSource::Store {
-            store: &store,
+            store: &*store,
             session: &args.source,
         })?
     };

@@ -48,20 +48,25 @@ pub fn fold_session(
                 fold,
             })
         }
-        SessionSource::File { .. } => {
-            let mut session = String::new();
-            let folded = source.replay(|opening| {
-                session = opening.session().to_owned();
-                let mut fold = SessionFold::new(RuleContext {
-                    version: FormatVersion::V3,
-                    snapshot: opening.snapshot,
-                });
-                fold.set_identity(Identity::of(opening.header));
-                FoldTo { fold, at_seq }
-            })?;
-            finish_fold(session, folded.fold, at_seq)
-        }
+        SessionSource::File { .. } => replay_fold(source, at_seq),
     }
+}
+
+/// Folds a session from its first event through `at_seq` inclusive (its head when `None`)
+/// under every rule, through the replay driver: what `check --db` runs on a stored session,
+/// whatever fold the backend keeps.
+pub fn replay_fold(source: SessionSource<'_>, at_seq: Option<u64>) -> Result<FoldedSession, Error> {
+    let mut session = String::new();
+    let folded = source.replay(|opening| {
+        session = opening.session().to_owned();
+        let mut fold = SessionFold::new(RuleContext {
+            version: FormatVersion::V3,
+            snapshot: opening.snapshot,
+        });
+        fold.set_identity(Identity::of(opening.header));
+        FoldTo { fold, at_seq }
+    })?;
+    finish_fold(session, folded.fold, at_seq)
 }
 
 /// The messages fold, through `at_seq` inclusive when set.

@@ -23,7 +23,7 @@ use sessionlog_format::{Event, FormatVersion, SessionHeader};
 use crate::replay::SessionSource;
 use crate::requests::{RequestAnalyzer, RequestOptions, RequestReport};
 use crate::store::verify::{SessionReport, Walk};
-use crate::store::{AppendAck, AppendRequest, Head, StoreError};
+use crate::store::{AppendAck, AppendRequest, DamagedFrame, Head, StoreError};
 
 /// Events one range read returns at most, for callers that walk a whole session.
 pub const READ_EVENTS_MAX: u64 = 4096;
@@ -118,11 +118,81 @@ pub trait LogStore: Send + Sync {
         fold_from_scratch(self, session, at_seq)
     }
 
+    /// Runs `f` on the session's fold at its head. The default folds a copy
+    /// ([`LogStore::fold_at`]); a backend with a warm fold lends it without a copy.
+    fn with_head_fold(
+        &self,
+        session: &str,
+        f: &mut dyn FnMut(&SessionFold),
+    ) -> Result<(), StoreError> {
+        let fold = self.fold_at(session, None)?;
+        f(&fold);
+        Ok(())
+    }
+
+    /// Appends `events` to `session` after `expected_next_seq`: [`LogStore::append`] of one
+    /// request.
+    fn append_events(
+        &self,
+        session: &str,
+        expected_next_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<AppendAck, StoreError> {
+        self.append(AppendRequest {
+            session: session.to_owned(),
+            expected_next_seq,
+            events,
+        })
+    }
+
+    /// Begins the import of a log with `header`, or resumes the one an earlier run left
+    /// unfinished: a new session is created flagged as importing, hidden from every reader
+    /// and writer but the import until [`LogStore::finish_import`]. A flagged session with
+    /// another header or snapshot mode is `ImportMismatch`; a finished one `SessionExists`.
+    /// Returns the session's head: a resuming import must find the session's events at the
+    /// start of its log (their chain ends at the head's) before it appends the rest.
+    fn begin_import(&self, header: &SessionHeader, snapshot: bool) -> Result<Head, StoreError>;
+
+    /// Appends one batch to the session of an import begun with [`LogStore::begin_import`],
+    /// under every admission rule: the one writer that may while the session is unfinished.
+    fn append_import(
+        &self,
+        session: &str,
+        expected_next_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<AppendAck, StoreError>;
+
+    /// Finishes an import: the session becomes a normal one, durably, so that no crash turns
+    /// it back. A finished session is left as it is.
+    fn finish_import(&self, session: &str) -> Result<(), StoreError>;
+
+    /// What the backend found damaged when it opened and left out of every read (the redb
+    /// store's damaged WAL frames); `verify` reports them as faults.
+    fn damaged_frames(&self) -> Vec<DamagedFrame> {
+        Vec::new()
+    }
+
     /// Verifies the given sessions (every session when empty). The default walks
     /// [`LogStore::read_records`]; a backend may add checks of its own storage.
     fn verify(&self, sessions: &[String]) -> Result<Vec<SessionReport>, StoreError> {
         verify(self, sessions)
     }
+}
+
+/// Runs `f` on the head fold of `session` ([`LogStore::with_head_fold`]) and returns its value.
+pub fn with_fold<T>(
+    store: &dyn LogStore,
+    session: &str,
+    f: impl FnOnce(&SessionFold) -> T,
+) -> Result<T, StoreError> {
+    let mut f = Some(f);
+    let mut out = None;
+    store.with_head_fold(session, &mut |fold| {
+        if let Some(f) = f.take() {
+            out = Some(f(fold));
+        }
+    })?;
+    Ok(out.expect("with_head_fold calls its closure once on success"))
 }
 
 /// A decoded checkpoint, or why it could not be decoded.
@@ -300,8 +370,8 @@ fn copy_session(
 ) -> Result<CopiedSession, StoreError> {
     let info = from.session_info(session)?;
     let source_head = from.head(session)?;
-    let mut next_seq = target_start(from, to, session, &info)?;
-    let start_seq = next_seq;
+    let start = target_start(from, to, session, &info, &source_head)?;
+    let mut next_seq = start.next_seq;
     while next_seq < source_head.next_seq {
         let end_seq = source_head
             .next_seq
@@ -310,13 +380,16 @@ fn copy_session(
         if events.is_empty() {
             break;
         }
-        let ack = to.append(AppendRequest {
-            session: session.to_owned(),
-            expected_next_seq: next_seq,
-            events,
-        })?;
+        let ack = if start.importing {
+            to.append_import(session, next_seq, events)?
+        } else {
+            to.append_events(session, next_seq, events)?
+        };
         next_seq = ack.next_seq;
         progress(session, next_seq);
+    }
+    if start.importing {
+        to.finish_import(session)?;
     }
     let target_head = to.head(session)?;
     if target_head != source_head {
@@ -335,39 +408,60 @@ fn copy_session(
         .expect("one report per session");
     Ok(CopiedSession {
         session: session.to_owned(),
-        copied_events: next_seq - start_seq,
+        copied_events: next_seq - start.next_seq,
         events: target_head.next_seq,
         head_chain: target_head.chain,
         report,
     })
 }
 
-/// Where the copy of `session` starts on the target: 0 for a new session, else the target's
-/// next seq after checking that the target holds the source's prefix.
+/// Where the copy of a session starts on the target.
+struct CopyStart {
+    next_seq: u64,
+    /// The target's session is an import this copy began (or resumes): it stays hidden until
+    /// the copy has appended its last event, so a copy cut short never looks whole.
+    importing: bool,
+}
+
+/// Where the copy of `session` starts on the target: a new session is created as an import
+/// (and an interrupted copy's import is resumed); a finished session on the target resumes
+/// after its last event. Either way the target must hold a prefix of the source: its chain at
+/// its last seq must be the source's.
 fn target_start(
     from: &dyn LogStore,
     to: &dyn LogStore,
     session: &str,
     info: &SessionInfo,
-) -> Result<u64, StoreError> {
-    let existing = match to.session_info(session) {
-        Ok(existing) => existing,
-        Err(StoreError::UnknownSession { .. }) => {
-            to.create_session(&info.header, info.snapshot)?;
-            return Ok(0);
-        }
-        Err(other) => return Err(other),
-    };
+    source_head: &Head,
+) -> Result<CopyStart, StoreError> {
     let refused = |reason: String| StoreError::Corrupt {
         reason: format!("{session}: the target already holds a different session: {reason}"),
     };
-    if existing != *info {
-        return Err(refused("its header differs".to_owned()));
-    }
-    let target_head = to.head(session)?;
-    let Some(last_seq) = target_head.next_seq.checked_sub(1) else {
-        return Ok(0);
+    let (target_head, importing) = match to.begin_import(&info.header, info.snapshot) {
+        Ok(held) => (held, true),
+        Err(StoreError::SessionExists { .. }) => {
+            let existing = to.session_info(session)?;
+            if existing != *info {
+                return Err(refused("its header differs".to_owned()));
+            }
+            (to.head(session)?, false)
+        }
+        Err(StoreError::ImportMismatch { reason, .. }) => return Err(refused(reason)),
+        Err(other) => return Err(other),
     };
+    let start = CopyStart {
+        next_seq: target_head.next_seq,
+        importing,
+    };
+    let Some(last_seq) = target_head.next_seq.checked_sub(1) else {
+        return Ok(start);
+    };
+    if target_head.next_seq > source_head.next_seq {
+        return Err(refused(format!(
+            "it holds {} events and the source {}",
+            target_head.next_seq, source_head.next_seq
+        )));
+    }
     let source = from.read_records(session, last_seq, last_seq + 1)?;
     let source_chain = source
         .first()
@@ -376,5 +470,5 @@ fn target_start(
     if source_chain != Some(target_head.chain) {
         return Err(refused(format!("its chain at seq {last_seq} differs")));
     }
-    Ok(target_head.next_seq)
+    Ok(start)
 }

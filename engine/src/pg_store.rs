@@ -27,7 +27,7 @@ use postgres::{Client, NoTls};
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::relations::Identity;
-use sessionlog_format::{Event, FormatVersion, SessionHeader};
+use sessionlog_format::{Event, SessionHeader};
 
 use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
 use crate::store::backend::{decode_checkpoint, encode_checkpoint};
@@ -37,13 +37,22 @@ use crate::store::{
 };
 
 /// The schema migrations, in order: `(version, name, SQL)`.
-pub const SCHEMA_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "0001_init",
-    include_str!("../../migrations/sql/0001_init.sql"),
-)];
+pub const SCHEMA_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "0001_init",
+        include_str!("../../migrations/sql/0001_init.sql"),
+    ),
+    (
+        2,
+        "0002_importing",
+        include_str!("../../migrations/sql/0002_importing.sql"),
+    ),
+];
 /// The schema version this build writes; a newer database is refused.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+/// The first schema with the sessions' `importing` column.
+const SCHEMA_IMPORTING: i64 = 2;
 /// Connections one store keeps open.
 pub const POOL_CONNECTIONS_MAX: usize = 4;
 /// Rows one INSERT statement carries (3 parameters each, far below the 65535 limit).
@@ -58,6 +67,10 @@ const _: () = assert!(INSERT_ROWS_MAX * 3 < u16::MAX as usize);
 pub struct PgStore {
     /// Where to reconnect a pooled connection the server closed.
     url: String,
+    /// The schema version the database had once connected: a read-only connection reads an
+    /// older schema as it is, never migrating it.
+    schema: i64,
+    read_only: bool,
     pool: Vec<Mutex<Client>>,
     next_client: AtomicUsize,
     sessions: Mutex<HashMap<String, Arc<Mutex<PgSession>>>>,
@@ -94,6 +107,30 @@ struct PgSession {
     checkpoint_next_seq: u64,
     /// A failed write left the fold ahead of the database: reload before use.
     stale: bool,
+    /// An import created the session and has not finished it.
+    importing: bool,
+}
+
+/// Who asks for a session's warm state: only the import may use an unfinished one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    Client,
+    Import,
+}
+
+/// `url` without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user, host)) => {
+            let user = user.split_once(':').map_or(user, |(name, _)| name);
+            format!("{scheme}://{user}@{host}{path}")
+        }
+        None => url.to_owned(),
+    }
 }
 
 fn pg_error(error: postgres::Error) -> StoreError {
@@ -129,18 +166,74 @@ fn is_race(error: &postgres::Error) -> bool {
 impl PgStore {
     /// Connects (`postgres://user@host:port/db`), applying the schema migrations.
     pub fn connect(url: &str) -> Result<PgStore, StoreError> {
-        let mut pool = Vec::with_capacity(POOL_CONNECTIONS_MAX);
-        for _ in 0..POOL_CONNECTIONS_MAX {
+        let mut store = PgStore::pool(url, POOL_CONNECTIONS_MAX, false)?;
+        store.migrate()?;
+        store.schema = SCHEMA_VERSION;
+        Ok(store)
+    }
+
+    /// Connects for reading only: nothing is created, migrated or written, and a database
+    /// without the sessionlog schema is [`StoreError::Missing`] (a read never creates a
+    /// store). A schema older than this build's is read as it is; a newer one is refused.
+    pub fn connect_read_only(url: &str) -> Result<PgStore, StoreError> {
+        let mut store = PgStore::pool(url, 1, true)?;
+        let exists = store
+            .client()
+            .query_one(
+                "SELECT COUNT(*) FROM information_schema.tables \
+                 WHERE table_name = 'sessionlog_schema' AND table_schema = current_schema()",
+                &[],
+            )
+            .map_err(pg_error)?;
+        let exists: i64 = exists.try_get(0).map_err(pg_error)?;
+        if exists == 0 {
+            return Err(StoreError::Missing {
+                path: redact_url(url),
+            });
+        }
+        let found = store.schema_version()?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::UpgradeRequired {
+                found: u32::try_from(found).unwrap_or(u32::MAX),
+                supported: SCHEMA_VERSION as u32,
+            });
+        }
+        store.schema = found;
+        Ok(store)
+    }
+
+    fn pool(url: &str, connections: usize, read_only: bool) -> Result<PgStore, StoreError> {
+        let mut pool = Vec::with_capacity(connections);
+        for _ in 0..connections {
             pool.push(Mutex::new(Client::connect(url, NoTls).map_err(pg_error)?));
         }
-        let store = PgStore {
+        Ok(PgStore {
             url: url.to_owned(),
+            schema: 0,
+            read_only,
             pool,
             next_client: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),
-        };
-        store.migrate()?;
-        Ok(store)
+        })
+    }
+
+    /// The SQL of a session row's importing flag: its column, or `FALSE` on a schema older
+    /// than the column (no import there is unfinished: imports did not write PostgreSQL).
+    fn importing_column(&self) -> &'static str {
+        if self.schema >= SCHEMA_IMPORTING {
+            "importing"
+        } else {
+            "FALSE"
+        }
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                path: redact_url(&self.url),
+            });
+        }
+        Ok(())
     }
 
     /// The schema version of the database after connecting.
@@ -220,10 +313,142 @@ impl PgStore {
         client
     }
 
-    fn read_info(client: &mut Client, session: &str) -> Result<SessionInfo, StoreError> {
+    /// Appends one batch on behalf of `writer`, in one transaction.
+    fn append_by(&self, request: AppendRequest, writer: Writer) -> Result<AppendAck, StoreError> {
+        self.check_writable()?;
+        let AppendRequest {
+            session,
+            expected_next_seq,
+            events,
+        } = request;
+        if events.len() > BATCH_EVENTS_MAX {
+            return Err(StoreError::BatchTooLarge {
+                session,
+                n_events: events.len(),
+            });
+        }
+        let mut client = self.client();
+        let state = self.session_state(&mut client, &session, writer)?;
+        let mut state = lock(&state);
+        fresh(self, &mut client, &session, &mut state)?;
+        if expected_next_seq != state.fold.admission().next_seq() {
+            catch_up(&mut client, &session, &mut state)?;
+        }
+        let batch = admit_expected(&mut state.fold, &session, expected_next_seq, events)?;
+        // From here the fold is ahead of the database until the commit succeeds.
+        state.stale = true;
+        let mut chain = state.head_chain;
+        let mut records = Vec::with_capacity(batch.len());
+        for event in &batch {
+            let mut bytes = Vec::new();
+            chain = record::encode_event(event, &chain, &mut bytes)
+                .map_err(|e| StoreError::Storage(e.to_string()))?;
+            records.push((event.seq, bytes));
+        }
+        let next_seq = state.fold.admission().next_seq();
+        let checkpoint = if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
+            Some((next_seq, encode_checkpoint(&state.fold, &chain)?))
+        } else {
+            None
+        };
+        let wrote_checkpoint = checkpoint.is_some();
+        match PgStore::insert_batch(&mut client, &session, &records, checkpoint) {
+            Ok(()) => {}
+            Err(error) if is_race(&error) => {
+                drop(state);
+                let current = head_of(self, &mut client, &session)?.next_seq;
+                return Err(StoreError::Conflict {
+                    session,
+                    expected: expected_next_seq,
+                    current,
+                });
+            }
+            Err(error) => return Err(pg_error(error)),
+        }
+        state.stale = false;
+        state.head_chain = chain;
+        if wrote_checkpoint {
+            state.checkpoint_next_seq = next_seq;
+        }
+        Ok(AppendAck {
+            session,
+            first_seq: expected_next_seq,
+            next_seq,
+            head_chain: chain,
+        })
+    }
+
+    /// Inserts a session record (flagged as importing for an import); an existing id is
+    /// `SessionExists`.
+    fn insert_session(
+        &self,
+        header: &SessionHeader,
+        snapshot: bool,
+        importing: bool,
+    ) -> Result<(), StoreError> {
+        self.check_writable()?;
+        // The same door as every backend: an id that could traverse paths is refused.
+        crate::store::check_new_header(header, snapshot)?;
+        let text = serde_json::to_string(header).map_err(|e| StoreError::InvalidHeader {
+            reason: e.to_string(),
+        })?;
+        let inserted = self
+            .client()
+            .execute(
+                "INSERT INTO sessionlog_sessions (session_id, snapshot, header, importing) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING",
+                &[&header.id, &snapshot, &text, &importing],
+            )
+            .map_err(pg_error)?;
+        if inserted == 0 {
+            return Err(StoreError::SessionExists {
+                session: header.id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The ids of the finished sessions, or of the unfinished imports, in byte order.
+    fn session_ids(&self, importing: bool) -> Result<Vec<String>, StoreError> {
+        let sql = format!(
+            "SELECT session_id FROM sessionlog_sessions WHERE {} = $1",
+            self.importing_column()
+        );
+        let rows = self
+            .client()
+            .query(sql.as_str(), &[&importing])
+            .map_err(pg_error)?;
+        let mut ids: Vec<String> = rows
+            .iter()
+            .map(|row| row.try_get(0).map_err(pg_error))
+            .collect::<Result<_, _>>()?;
+        // Byte order, as redb keeps them (collations differ between engines).
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    fn read_info(&self, client: &mut Client, session: &str) -> Result<SessionInfo, StoreError> {
+        let (info, importing) = self.read_record(client, session)?;
+        if importing {
+            return Err(StoreError::ImportInterrupted {
+                session: session.to_owned(),
+            });
+        }
+        Ok(info)
+    }
+
+    /// The session's record and its importing flag (always clear on a schema before it).
+    fn read_record(
+        &self,
+        client: &mut Client,
+        session: &str,
+    ) -> Result<(SessionInfo, bool), StoreError> {
         let row = client
             .query_opt(
-                "SELECT snapshot, header FROM sessionlog_sessions WHERE session_id = $1",
+                &format!(
+                    "SELECT snapshot, header, {} FROM sessionlog_sessions WHERE session_id = $1",
+                    self.importing_column()
+                ),
                 &[&session],
             )
             .map_err(pg_error)?
@@ -240,10 +465,11 @@ impl PgStore {
                 reason: format!("session {session} record: names session {}", header.id),
             });
         }
-        Ok(SessionInfo {
+        let info = SessionInfo {
             header,
             snapshot: row.try_get(0).map_err(pg_error)?,
-        })
+        };
+        Ok((info, row.try_get(2).map_err(pg_error)?))
     }
 
     /// Records `from_seq..to_seq`, at most [`READ_EVENTS_MAX`], unchecked.
@@ -277,19 +503,37 @@ impl PgStore {
 
     /// The session's warm state, loading it on first use. The caller reloads it in place
     /// when it finds it stale ([`fresh`]).
+    ///
+    /// A session an import has not finished is refused to everyone but the import; a warm
+    /// state that says so is reloaded first (another process may have finished it).
     fn session_state(
         &self,
         client: &mut Client,
         session: &str,
+        writer: Writer,
     ) -> Result<Arc<Mutex<PgSession>>, StoreError> {
         let known = lock(&self.sessions).get(session).map(Arc::clone);
-        if let Some(state) = known {
-            return Ok(state);
+        let state = match known {
+            Some(state) => state,
+            None => {
+                let state = Arc::new(Mutex::new(load_session(self, client, session)?));
+                let mut sessions = lock(&self.sessions);
+                let entry = sessions.entry(session.to_owned()).or_insert(state);
+                Arc::clone(entry)
+            }
+        };
+        {
+            let mut warm = lock(&state);
+            if warm.importing && writer == Writer::Client {
+                *warm = load_session(self, client, session)?;
+                if warm.importing {
+                    return Err(StoreError::ImportInterrupted {
+                        session: session.to_owned(),
+                    });
+                }
+            }
         }
-        let state = Arc::new(Mutex::new(load_session(client, session)?));
-        let mut sessions = lock(&self.sessions);
-        let entry = sessions.entry(session.to_owned()).or_insert(state);
-        Ok(Arc::clone(entry))
+        Ok(state)
     }
 
     fn insert_batch(
@@ -329,22 +573,33 @@ impl PgStore {
 }
 
 /// Reloads a stale state in place (a failed write left its fold ahead of the database).
-fn fresh(client: &mut Client, session: &str, state: &mut PgSession) -> Result<(), StoreError> {
+fn fresh(
+    store: &PgStore,
+    client: &mut Client,
+    session: &str,
+    state: &mut PgSession,
+) -> Result<(), StoreError> {
     if state.stale {
-        *state = load_session(client, session)?;
+        *state = load_session(store, client, session)?;
     }
     debug_assert!(!state.stale);
     Ok(())
 }
 
 /// Loads a session: its record, the fold from its checkpoint when usable, then the rest.
-fn load_session(client: &mut Client, session: &str) -> Result<PgSession, StoreError> {
-    let info = PgStore::read_info(client, session)?;
+/// An importing session loads for its import only (`importing`).
+fn load_session(
+    store: &PgStore,
+    client: &mut Client,
+    session: &str,
+) -> Result<PgSession, StoreError> {
+    let (info, importing) = store.read_record(client, session)?;
     let mut state = PgSession {
         fold: info.fold(),
         head_chain: record::genesis_chain(&info.header),
         checkpoint_next_seq: 0,
         stale: false,
+        importing,
         info,
     };
     if let Some((fold, chain)) = load_checkpoint(client, session, &state.info)? {
@@ -430,7 +685,7 @@ fn catch_up(client: &mut Client, session: &str, state: &mut PgSession) -> Result
 }
 
 /// The session's head in the database.
-fn head_of(client: &mut Client, session: &str) -> Result<Head, StoreError> {
+fn head_of(store: &PgStore, client: &mut Client, session: &str) -> Result<Head, StoreError> {
     let row = client
         .query_opt(
             "SELECT seq, record FROM sessionlog_events WHERE session_id = $1 \
@@ -439,7 +694,7 @@ fn head_of(client: &mut Client, session: &str) -> Result<Head, StoreError> {
         )
         .map_err(pg_error)?;
     let Some(row) = row else {
-        let info = PgStore::read_info(client, session)?;
+        let (info, _) = store.read_record(client, session)?;
         return Ok(Head {
             next_seq: 0,
             chain: record::genesis_chain(&info.header),
@@ -464,125 +719,91 @@ impl LogStore for PgStore {
     }
 
     fn create_session(&self, header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
-        // The same door as the redb store: an id that could traverse paths is refused.
-        crate::store::check_session_id(&header.id)?;
-        header
-            .check(FormatVersion::V3, snapshot)
-            .map_err(|reason| StoreError::InvalidHeader { reason })?;
-        if header.version != Some(3) {
-            return Err(StoreError::InvalidHeader {
-                reason: "the store keeps V3 sessions".into(),
-            });
-        }
-        let text = serde_json::to_string(header).map_err(|e| StoreError::InvalidHeader {
-            reason: e.to_string(),
-        })?;
-        let inserted = self
-            .client()
-            .execute(
-                "INSERT INTO sessionlog_sessions (session_id, snapshot, header) \
-                 VALUES ($1, $2, $3) ON CONFLICT (session_id) DO NOTHING",
-                &[&header.id, &snapshot, &text],
-            )
-            .map_err(pg_error)?;
-        if inserted == 0 {
-            return Err(StoreError::SessionExists {
-                session: header.id.clone(),
-            });
-        }
-        Ok(())
+        self.insert_session(header, snapshot, false)
     }
 
     fn sessions(&self) -> Result<Vec<String>, StoreError> {
-        let rows = self
-            .client()
-            .query("SELECT session_id FROM sessionlog_sessions", &[])
-            .map_err(pg_error)?;
-        let mut ids: Vec<String> = rows
-            .iter()
-            .map(|row| row.try_get(0).map_err(pg_error))
-            .collect::<Result<_, _>>()?;
-        // Byte order, as redb keeps them (collations differ between engines).
-        ids.sort_unstable();
-        Ok(ids)
+        self.session_ids(false)
     }
 
-    /// `import` writes the embedded store only (ARCHITECTURE.md, "Decisions where the spec
-    /// is silent"), so no PostgreSQL session is an unfinished import.
     fn interrupted_imports(&self) -> Result<Vec<String>, StoreError> {
-        Ok(Vec::new())
+        self.session_ids(true)
     }
 
     fn session_info(&self, session: &str) -> Result<SessionInfo, StoreError> {
-        PgStore::read_info(&mut self.client(), session)
+        self.read_info(&mut self.client(), session)
     }
 
     /// The head as the database has it now (other writers included).
     fn head(&self, session: &str) -> Result<Head, StoreError> {
-        head_of(&mut self.client(), session)
+        let mut client = self.client();
+        self.read_info(&mut client, session)?;
+        head_of(self, &mut client, session)
     }
 
     fn append(&self, request: AppendRequest) -> Result<AppendAck, StoreError> {
-        let AppendRequest {
-            session,
-            expected_next_seq,
-            events,
-        } = request;
-        if events.len() > BATCH_EVENTS_MAX {
-            return Err(StoreError::BatchTooLarge {
-                session,
-                n_events: events.len(),
-            });
+        self.append_by(request, Writer::Client)
+    }
+
+    fn begin_import(&self, header: &SessionHeader, snapshot: bool) -> Result<Head, StoreError> {
+        match self.insert_session(header, snapshot, true) {
+            Ok(()) | Err(StoreError::SessionExists { .. }) => {}
+            Err(other) => return Err(other),
         }
         let mut client = self.client();
-        let state = self.session_state(&mut client, &session)?;
-        let mut state = lock(&state);
-        fresh(&mut client, &session, &mut state)?;
-        if expected_next_seq != state.fold.admission().next_seq() {
-            catch_up(&mut client, &session, &mut state)?;
+        let (info, importing) = self.read_record(&mut client, &header.id)?;
+        if !importing {
+            return Err(StoreError::SessionExists {
+                session: header.id.clone(),
+            });
         }
-        let batch = admit_expected(&mut state.fold, &session, expected_next_seq, events)?;
-        // From here the fold is ahead of the database until the commit succeeds.
-        state.stale = true;
-        let mut chain = state.head_chain;
-        let mut records = Vec::with_capacity(batch.len());
-        for event in &batch {
-            let mut bytes = Vec::new();
-            chain = record::encode_event(event, &chain, &mut bytes)
-                .map_err(|e| StoreError::Storage(e.to_string()))?;
-            records.push((event.seq, bytes));
-        }
-        let next_seq = state.fold.admission().next_seq();
-        let checkpoint = if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
-            Some((next_seq, encode_checkpoint(&state.fold, &chain)?))
-        } else {
-            None
+        let mismatch = |reason: &str| StoreError::ImportMismatch {
+            session: header.id.clone(),
+            reason: reason.to_owned(),
         };
-        let wrote_checkpoint = checkpoint.is_some();
-        match PgStore::insert_batch(&mut client, &session, &records, checkpoint) {
-            Ok(()) => {}
-            Err(error) if is_race(&error) => {
-                drop(state);
-                let current = head_of(&mut client, &session)?.next_seq;
-                return Err(StoreError::Conflict {
-                    session,
-                    expected: expected_next_seq,
-                    current,
-                });
-            }
-            Err(error) => return Err(pg_error(error)),
+        if info.header != *header {
+            return Err(mismatch("its header differs from the log's"));
         }
-        state.stale = false;
-        state.head_chain = chain;
-        if wrote_checkpoint {
-            state.checkpoint_next_seq = next_seq;
+        if info.snapshot != snapshot {
+            return Err(mismatch(if info.snapshot {
+                "it was imported as a normalized recording and the log is read as a plain one"
+            } else {
+                "it was imported as a plain log and the log is read as a normalized recording"
+            }));
         }
-        Ok(AppendAck {
-            session,
-            first_seq: expected_next_seq,
-            next_seq,
-            head_chain: chain,
-        })
+        head_of(self, &mut client, &header.id)
+    }
+
+    fn append_import(
+        &self,
+        session: &str,
+        expected_next_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<AppendAck, StoreError> {
+        let request = AppendRequest {
+            session: session.to_owned(),
+            expected_next_seq,
+            events,
+        };
+        self.append_by(request, Writer::Import)
+    }
+
+    /// Clears the flag in one committed statement: PostgreSQL's commit is durable.
+    fn finish_import(&self, session: &str) -> Result<(), StoreError> {
+        self.check_writable()?;
+        let mut client = self.client();
+        self.read_record(&mut client, session)?;
+        client
+            .execute(
+                "UPDATE sessionlog_sessions SET importing = FALSE WHERE session_id = $1",
+                &[&session],
+            )
+            .map_err(pg_error)?;
+        drop(client);
+        if let Some(state) = lock(&self.sessions).get(session) {
+            lock(state).importing = false;
+        }
+        Ok(())
     }
 
     fn read_range(
@@ -592,9 +813,10 @@ impl LogStore for PgStore {
         to_seq: u64,
     ) -> Result<Vec<Event>, StoreError> {
         let mut client = self.client();
+        let info = self.read_info(&mut client, session)?;
         // The record before the range carries the chain the range follows.
         let mut chain = match from_seq.checked_sub(1) {
-            None => record::genesis_chain(&PgStore::read_info(&mut client, session)?.header),
+            None => record::genesis_chain(&info.header),
             Some(prev_seq) => {
                 let prev = PgStore::query_records(&mut client, session, prev_seq, from_seq)?;
                 match prev.first() {
@@ -603,11 +825,8 @@ impl LogStore for PgStore {
                             .map_err(|e| corrupt(session, prev_seq, e))?
                             .chain
                     }
-                    None => {
-                        // Past the head: nothing to read (or no such session).
-                        PgStore::read_info(&mut client, session)?;
-                        return Ok(Vec::new());
-                    }
+                    // Past the head: nothing to read.
+                    None => return Ok(Vec::new()),
                 }
             }
         };
@@ -633,17 +852,13 @@ impl LogStore for PgStore {
         to_seq: u64,
     ) -> Result<Vec<StoredRecord>, StoreError> {
         let mut client = self.client();
-        let records = PgStore::query_records(&mut client, session, from_seq, to_seq)?;
-        if records.is_empty() {
-            // Tell an unknown session from an empty range.
-            PgStore::read_info(&mut client, session)?;
-        }
-        Ok(records)
+        self.read_info(&mut client, session)?;
+        PgStore::query_records(&mut client, session, from_seq, to_seq)
     }
 
     fn checkpoint(&self, session: &str) -> Result<Option<StoredCheckpoint>, StoreError> {
         let mut client = self.client();
-        PgStore::read_info(&mut client, session)?;
+        self.read_info(&mut client, session)?;
         let row = client
             .query_opt(
                 "SELECT record FROM sessionlog_checkpoints WHERE session_id = $1",
@@ -663,9 +878,9 @@ impl LogStore for PgStore {
             return crate::log_store::fold_from_scratch(self, session, at_seq);
         }
         let mut client = self.client();
-        let state = self.session_state(&mut client, session)?;
+        let state = self.session_state(&mut client, session, Writer::Client)?;
         let mut state = lock(&state);
-        fresh(&mut client, session, &mut state)?;
+        fresh(self, &mut client, session, &mut state)?;
         catch_up(&mut client, session, &mut state)?;
         Ok(state.fold.clone())
     }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
+use crate::log_store::LogStore;
 use crate::store::{DamagedFrame, Store};
 use crate::transfer::export_prefix;
 
@@ -69,12 +70,12 @@ impl SalvageReport {
 /// that verifies whole, whole; a damaged one, its events before the first fault (a verified
 /// prefix), reported as a loss from that seq; an interrupted import, skipped. Never
 /// overwrites a file.
-pub fn salvage(store: &Store, dir: &Path) -> Result<SalvageReport, Error> {
+pub fn salvage(store: &dyn LogStore, dir: &Path) -> Result<SalvageReport, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let reports = store.verify(&[])?;
     let imports = store.interrupted_imports()?;
     let mut salvage = SalvageReport {
-        damaged_frames: store.damaged_frames().to_vec(),
+        damaged_frames: store.damaged_frames(),
         ..SalvageReport::default()
     };
     for report in reports {
@@ -140,7 +141,7 @@ pub fn salvage(store: &Store, dir: &Path) -> Result<SalvageReport, Error> {
 /// checks every record and chain on the way and verifies the target), closed cleanly so
 /// that its WAL is empty, whose WAL file is then removed, and linked into place. Returns the
 /// sessions copied and the interrupted imports left out; an existing `out` is refused.
-pub fn backup(store: &Store, out: &Path) -> Result<BackupReport, Error> {
+pub fn backup(store: &dyn LogStore, out: &Path) -> Result<BackupReport, Error> {
     if out.exists() {
         return Err(Error::Refused(format!(
             "{}: exists; backup never overwrites",

@@ -24,8 +24,8 @@ use sessionlog_format::{ReadOptions, Recovery, SnapshotMode};
 
 use crate::error::Error;
 use crate::files::open_log;
+use crate::log_store::LogStore;
 use crate::publish::publish_file;
-use crate::store::Store;
 
 /// The seal's `type` value.
 pub const SEAL_TYPE: &str = "sessionlog/seal";
@@ -239,7 +239,7 @@ fn digest_file_as(path: &Path, version: u64) -> Result<FileDigest, Error> {
 /// Seals an exported `file` of `session`: recomputes its digest, checks it against the store
 /// when the store's head is still at the export's end, and publishes `<file>.seal` without
 /// overwriting. Returns the seal.
-pub fn seal_export(store: &Store, session: &str, file: &Path) -> Result<Seal, Error> {
+pub fn seal_export(store: &dyn LogStore, session: &str, file: &Path) -> Result<Seal, Error> {
     let digest = digest_file(file)?;
     if digest.session != session {
         return Err(Error::Refused(format!(

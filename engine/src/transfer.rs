@@ -16,8 +16,9 @@ use sessionlog_format::{
 
 use crate::error::Error;
 use crate::files::open_log;
+use crate::log_store::LogStore;
 use crate::publish::publish_file;
-use crate::store::{AppendAck, Head, Store, StoreError};
+use crate::store::{AppendAck, Head, StoreError};
 
 /// Events per append batch during import.
 pub const IMPORT_BATCH_EVENTS: usize = 1024;
@@ -42,7 +43,7 @@ pub struct ImportReport {
 /// (their chain must reach the session's head), appends the rest and finishes it; a session
 /// that holds anything else is refused, unchanged.
 pub fn import_file(
-    store: &Store,
+    store: &dyn LogStore,
     path: &Path,
     snapshot: SnapshotMode,
     on_commit: &mut dyn FnMut(&AppendAck),
@@ -83,7 +84,7 @@ pub fn import_file(
 /// the second begins the import once the target header is known and appends each batch
 /// the migrator releases. Memory stays bounded for any size of log.
 fn import_migrated(
-    store: &Store,
+    store: &dyn LogStore,
     path: &Path,
     snapshot: SnapshotMode,
     on_commit: &mut dyn FnMut(&AppendAck),
@@ -120,7 +121,7 @@ fn import_migrated(
 /// skips them; then it appends the rest in batches of [`IMPORT_BATCH_EVENTS`] and finishes
 /// the import. Nothing is appended before the held events have been matched.
 struct ImportWriter<'a> {
-    store: &'a Store,
+    store: &'a dyn LogStore,
     session: String,
     /// The session's head when the import began: what a rerun must find first in the log.
     held: Head,
@@ -135,7 +136,7 @@ struct ImportWriter<'a> {
 
 impl<'a> ImportWriter<'a> {
     fn begin(
-        store: &'a Store,
+        store: &'a dyn LogStore,
         path: &Path,
         header: &SessionHeader,
         snapshot: bool,
@@ -259,7 +260,11 @@ pub enum ExportTarget {
 }
 
 /// Exports a session as a canonical V3 log; returns the number of events written.
-pub fn export_session(store: &Store, session: &str, target: &ExportTarget) -> Result<u64, Error> {
+pub fn export_session(
+    store: &dyn LogStore,
+    session: &str,
+    target: &ExportTarget,
+) -> Result<u64, Error> {
     match target {
         ExportTarget::Stdout => {
             let stdout = io::stdout().lock();
@@ -281,7 +286,7 @@ pub fn export_session(store: &Store, session: &str, target: &ExportTarget) -> Re
 /// Exports the events of a session below `end_seq` (all of them when it is past the head) to
 /// a new file, as `export` does: what `salvage` writes of a session damaged at `end_seq`.
 pub fn export_prefix(
-    store: &Store,
+    store: &dyn LogStore,
     session: &str,
     end_seq: u64,
     path: &Path,
@@ -290,7 +295,7 @@ pub fn export_prefix(
 }
 
 fn export_to_file(
-    store: &Store,
+    store: &dyn LogStore,
     session: &str,
     end_seq: Option<u64>,
     path: &Path,
@@ -325,15 +330,15 @@ fn export_to_file(
 }
 
 fn write_session<W: IntoInnerWriter>(
-    store: &Store,
+    store: &dyn LogStore,
     session: &str,
     end_seq: Option<u64>,
     out: W,
     compression: Compression,
     path: &Path,
 ) -> Result<(u64, W::Inner), Error> {
-    let header = store.header(session)?;
-    let snapshot = store.is_snapshot(session)?;
+    let info = store.session_info(session)?;
+    let (header, snapshot) = (info.header, info.snapshot);
     let head = store.head(session)?;
     let options = WriterOptions {
         compression,

@@ -216,7 +216,8 @@ fn v0_fixture_through_migration() {
 }
 
 // Goal: exit codes: 0 on success, 1 on a missing file or unknown session (diagnostic on
-// stderr, nothing on stdout), 2 on a usage error.
+// stderr, nothing on stdout), 2 on a usage error (a `--db` naming no store, as for every
+// read command).
 // Method: run each case and compare codes and streams.
 #[test]
 fn exit_codes() {
@@ -231,7 +232,12 @@ fn exit_codes() {
     let db = tmp.path().join("store.redb");
     let db = db.to_str().unwrap();
     let no_store = sessionlog(&["show", "--db", db, "some-session"]);
-    assert_eq!(no_store.status.code(), Some(1));
+    assert_eq!(no_store.status.code(), Some(2));
+    assert!(
+        stderr(&no_store).contains("no store at"),
+        "{}",
+        stderr(&no_store)
+    );
     assert!(!Path::new(db).exists(), "show never creates a store");
     let file = generate(tmp.path(), "a.v3.jsonl", "50", "1");
     assert_eq!(

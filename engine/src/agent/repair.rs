@@ -10,7 +10,8 @@ use sessionlog_format::message::ToolResultBlock;
 use sessionlog_format::payload::{CompactionEndData, StepRef, ToolResultData, TurnEnd};
 use sessionlog_format::{ContentBlock, Event, EventData, Extra, Message, Source, SurfaceOp};
 
-use crate::store::{Store, StoreError};
+use crate::log_store::LogStore;
+use crate::store::StoreError;
 
 const STARTED_TEXT: &str = "The tool call was interrupted after it was recorded, but no result \
 was durably recorded. Its outcome is unknown. Decide whether to retry based on whether the call \
@@ -161,13 +162,13 @@ pub fn interrupted_turn_closers(events: &[Event]) -> Vec<Event> {
 }
 
 /// Appends the closers to `session` when a turn was left open; returns how many.
-pub fn repair_session(store: &Store, session: &str) -> Result<usize, StoreError> {
+pub fn repair_session(store: &dyn LogStore, session: &str) -> Result<usize, StoreError> {
     let head = store.head(session)?;
     let events = store.read_range(session, 0, head.next_seq)?;
     let closers = interrupted_turn_closers(&events);
     let count = closers.len();
     if count > 0 {
-        store.append(session, head.next_seq, closers)?;
+        store.append_events(session, head.next_seq, closers)?;
     }
     Ok(count)
 }

@@ -50,11 +50,11 @@ use crate::context::notices::{
     approval_notice, plan_mode_notice, working_directory_notice, Announced, PLAN_MODE_FORM,
 };
 use crate::context::skills::{invocation_message, SkillCatalog, CATALOG_SOURCE, SKILL_TOOL};
+use crate::log_store::{with_fold, LogStore};
 use crate::prompt::capability::PreparedCall;
 use crate::prompt::registry::{AssemblyContext, Item, Layer, PromptRegistry, Registration};
 use crate::prompt::step::{PromptLoop, StepInput};
 use crate::prompt::tools::ToolSchema;
-use crate::store::Store;
 
 /// The base prompt section of the built-in agent.
 pub const BASE_PROMPT: &str = "You are the sessionlog demo agent. Answer briefly; use the tools \
@@ -148,7 +148,7 @@ pub struct TurnReport {
 
 /// One agent over one session of a store.
 pub struct Agent<'a> {
-    store: &'a Store,
+    store: &'a dyn LogStore,
     session: String,
     prompt: PromptLoop,
     registry: PromptRegistry,
@@ -220,7 +220,7 @@ impl<'a> Agent<'a> {
     /// Opens `session` (created when new), repairs an interrupted turn, and installs the
     /// base prompt and the built-in tools rooted at `root`.
     pub fn open(
-        store: &'a Store,
+        store: &'a dyn LogStore,
         session: &str,
         adapter: Box<dyn LlmAdapter + 'a>,
         route: PreparedCall,
@@ -228,7 +228,7 @@ impl<'a> Agent<'a> {
     ) -> Result<Agent<'a>, AgentError> {
         if !store.sessions()?.iter().any(|s| s == session) {
             let created = u64::try_from(now_ms()).unwrap_or(0);
-            store.create_session(&SessionHeader::new_v3(session, created))?;
+            store.create_session(&SessionHeader::new_v3(session, created), false)?;
         }
         repair_session(store, session)?;
         let head = store.head(session)?;
@@ -421,11 +421,12 @@ impl<'a> Agent<'a> {
 
     /// Appends events built from the session's next seq.
     fn append(&self, build: impl FnOnce(u64) -> Vec<Event>) -> Result<u64, AgentError> {
-        let next = self
-            .store
-            .with_fold(&self.session, |f| f.admission().next_seq())?;
+        let next = with_fold(self.store, &self.session, |f| f.admission().next_seq())?;
         let events = build(next);
-        Ok(self.store.append(&self.session, next, events)?.next_seq)
+        Ok(self
+            .store
+            .append_events(&self.session, next, events)?
+            .next_seq)
     }
 
     /// Runs one turn for the user's `input`; `on_text` sees the reply text as it streams.
@@ -476,7 +477,7 @@ impl<'a> Agent<'a> {
                 }
                 return Err(AgentError::Cancelled);
             }
-            let notices = self.store.with_fold(&self.session, |fold| {
+            let notices = with_fold(self.store, &self.session, |fold| {
                 switch_notices(fold, &self.session, &route, &assembly.tools, (turn, step))
             })?;
             let (admitted_users, after) = self.step_context(notices, &mut users, (turn, step));
@@ -702,7 +703,7 @@ impl<'a> Agent<'a> {
     ) -> Result<Completion, AgentError> {
         let mut retry = 0u32;
         loop {
-            let body = self.store.with_fold(&self.session, fold_body)?;
+            let body = with_fold(self.store, &self.session, fold_body)?;
             let mut builder = StreamBuilder::new();
             let request = CallRequest { route, body: &body };
             let result = self.adapter.stream(&request, cancel, &mut |delta| {

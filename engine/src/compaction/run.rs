@@ -14,8 +14,9 @@ use super::range::{
 };
 use crate::agent::adapter::{CallRequest, LlmAdapter, StreamBuilder};
 use crate::agent::CancelToken;
+use crate::log_store::{with_fold, LogStore};
 use crate::prompt::capability::PreparedCall;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 
 /// The tail a manual compaction keeps by default, in estimated tokens.
 pub const DEFAULT_RETAIN_TOKENS: u64 = 2_000;
@@ -157,14 +158,16 @@ fn plan(
 /// is no larger than an empty checkpoint (and commits nothing). `route` may differ from the
 /// conversation's route; the call then forgoes prefix reuse, which the report says.
 pub fn compact(
-    store: &Store,
+    store: &dyn LogStore,
     session: &str,
     adapter: &mut dyn LlmAdapter,
     route: &PreparedCall,
     options: CompactionOptions,
     cancel: &CancelToken,
 ) -> Result<Option<CompactionReport>, CompactionError> {
-    let planned = store.with_fold(session, |fold| plan(fold, Selection::Head(options), route))?;
+    let planned = with_fold(store, session, |fold| {
+        plan(fold, Selection::Head(options), route)
+    })?;
     match planned? {
         Some(plan) => execute(store, session, adapter, route, options.turn, plan, cancel).map(Some),
         None => Ok(None),
@@ -179,7 +182,7 @@ pub fn compact(
 /// includes node 0, splits a tool call from its result or is too small to shrink is refused
 /// with [`CompactionError::Region`] before anything is committed.
 pub fn compact_region(
-    store: &Store,
+    store: &dyn LogStore,
     session: &str,
     start_seq: u64,
     end_seq: u64,
@@ -188,7 +191,7 @@ pub fn compact_region(
     cancel: &CancelToken,
 ) -> Result<CompactionReport, CompactionError> {
     let selection = Selection::Region { start_seq, end_seq };
-    let planned = store.with_fold(session, |fold| plan(fold, selection, route))?;
+    let planned = with_fold(store, session, |fold| plan(fold, selection, route))?;
     let plan = planned?.ok_or(CompactionError::Region(RegionError::TooSmall {
         tokens: 0,
         floor: 0,
@@ -198,7 +201,7 @@ pub fn compact_region(
 
 /// Commits `compaction/start`, makes the summarisation call and commits the rest.
 fn execute(
-    store: &Store,
+    store: &dyn LogStore,
     session: &str,
     adapter: &mut dyn LlmAdapter,
     route: &PreparedCall,
@@ -209,11 +212,13 @@ fn execute(
     let compaction_id = format!("compact-{}", plan.next_seq);
     let start_seq = plan.next_seq;
     let start = start_event(start_seq, now_ms(), &compaction_id, turn);
-    let next = store.append(session, start_seq, vec![start])?.next_seq;
+    let next = store
+        .append_events(session, start_seq, vec![start])?
+        .next_seq;
     let fail = |next: u64, code: &str, message: String| -> CompactionError {
         let error = json!({ "code": code, "message": message });
         let end = end_event(next, now_ms(), &compaction_id, turn, Some(error));
-        if let Err(e) = store.append(session, next, vec![end]) {
+        if let Err(e) = store.append_events(session, next, vec![end]) {
             return CompactionError::Store(e);
         }
         CompactionError::Failed {
@@ -245,7 +250,7 @@ fn execute(
         return Err(fail(next, "NOT_SMALLER", message));
     }
     // The call was the only asynchronous part: the span must still be where it was.
-    let (stable, now_next) = store.with_fold(session, |fold| {
+    let (stable, now_next) = with_fold(store, session, |fold| {
         let nodes = fold.admission().surface().nodes();
         let span = nodes.get(plan.range.start_idx..=plan.range.end_idx);
         let seqs: Option<Vec<u64>> = span.map(|s| s.iter().map(|n| n.seq).collect());
@@ -277,7 +282,7 @@ fn execute(
         &summary,
     );
     let end_seq = now_next + 2;
-    store.append(session, now_next, events)?;
+    store.append_events(session, now_next, events)?;
     let same_route = plan.conversation.as_ref().is_some_and(|(provider, model)| {
         provider.as_deref() == Some(route.provider.as_str()) && *model == route.model
     });

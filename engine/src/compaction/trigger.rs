@@ -11,8 +11,8 @@ use super::meter_total;
 use super::run::{compact, CompactionError, CompactionOptions};
 use crate::agent::adapter::{CallFailure, LlmAdapter};
 use crate::agent::{AgentError, CancelToken};
+use crate::log_store::{with_fold, LogStore};
 use crate::prompt::capability::PreparedCall;
-use crate::store::Store;
 
 /// The environment variable that overrides [`CompactionPolicy::threshold_percent`].
 pub const THRESHOLD_ENV: &str = "SESSIONLOG_COMPACT_THRESHOLD";
@@ -82,7 +82,7 @@ fn settle(
 #[allow(clippy::too_many_arguments)]
 pub fn pre_step_with(
     policy: CompactionPolicy,
-    store: &Store,
+    store: &dyn LogStore,
     session: &str,
     adapter: &mut dyn LlmAdapter,
     route: &PreparedCall,
@@ -93,7 +93,7 @@ pub fn pre_step_with(
     let Some(window) = route.context_window.filter(|w| *w > 0) else {
         return Ok(false);
     };
-    let total = store.with_fold(session, meter_total)?;
+    let total = with_fold(store, session, meter_total)?;
     if total.saturating_mul(100) < window.saturating_mul(policy.threshold_percent) {
         return Ok(false);
     }
@@ -111,7 +111,7 @@ pub fn pre_step_with(
 /// attempt right before follows a compaction's end, it returns `false`.
 #[allow(clippy::too_many_arguments)]
 pub fn recover_overflow(
-    store: &Store,
+    store: &dyn LogStore,
     session: &str,
     adapter: &mut dyn LlmAdapter,
     route: &PreparedCall,

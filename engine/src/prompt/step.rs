@@ -24,7 +24,7 @@ use super::runtime::{RuntimeCommit, RuntimeContextProjection};
 use super::series::{starts_series, tool_set_changed, SeriesInputs};
 use super::tools::ToolSchema;
 use super::PromptError;
-use crate::store::Store;
+use crate::log_store::{with_fold, LogStore};
 
 /// What one step brings to the log.
 #[derive(Debug, Clone)]
@@ -104,8 +104,8 @@ struct Plan {
 
 impl PromptLoop {
     /// A new loop instance (a start or a resume) over `session`.
-    pub fn new(store: &Store, session: &str) -> Result<PromptLoop, PromptError> {
-        let runtime = store.with_fold(session, RuntimeContextProjection::restore)?;
+    pub fn new(store: &dyn LogStore, session: &str) -> Result<PromptLoop, PromptError> {
+        let runtime = with_fold(store, session, RuntimeContextProjection::restore)?;
         Ok(PromptLoop {
             session: session.to_owned(),
             request_generation: None,
@@ -120,7 +120,7 @@ impl PromptLoop {
     /// Runs the prompt side of one step and commits it as one batch.
     pub fn run_step(
         &mut self,
-        store: &Store,
+        store: &dyn LogStore,
         input: StepInput<'_>,
     ) -> Result<StepOutcome, PromptError> {
         self.commit(store, input, Opening::Step)
@@ -134,7 +134,7 @@ impl PromptLoop {
     /// must be empty.
     pub fn readmit(
         &mut self,
-        store: &Store,
+        store: &dyn LogStore,
         input: StepInput<'_>,
     ) -> Result<StepOutcome, PromptError> {
         assert!(
@@ -147,12 +147,12 @@ impl PromptLoop {
 
     fn commit(
         &mut self,
-        store: &Store,
+        store: &dyn LogStore,
         input: StepInput<'_>,
         opening: Opening,
     ) -> Result<StepOutcome, PromptError> {
         let session = self.session.clone();
-        let plan = store.with_fold(&session, |fold| self.plan(fold, &input))?;
+        let plan = with_fold(store, &session, |fold| self.plan(fold, &input))?;
         let header = epoch_header(input.config.clone(), input.tools);
         let series_now = SeriesInputs {
             declared: input.declared_series,
@@ -223,7 +223,7 @@ impl PromptLoop {
         let (first_seq, next_seq) = if events.is_empty() {
             (plan.next_seq, plan.next_seq)
         } else {
-            let ack = store.append(&self.session, plan.next_seq, events)?;
+            let ack = store.append_events(&self.session, plan.next_seq, events)?;
             (ack.first_seq, ack.next_seq)
         };
         if let (Some(commit), Some(at)) = (&plan.runtime, runtime_seq) {
@@ -283,10 +283,10 @@ impl PromptLoop {
     /// Commits the assistant's reply, `step/end` and, when asked, `turn/end`.
     pub fn finish_step(
         &mut self,
-        store: &Store,
+        store: &dyn LogStore,
         input: FinishInput<'_>,
     ) -> Result<u64, PromptError> {
-        let next_seq = store.with_fold(&self.session, |f| f.admission().next_seq())?;
+        let next_seq = with_fold(store, &self.session, |f| f.admission().next_seq())?;
         let source = Source {
             kind: "model".to_owned(),
             plugin: None,
@@ -342,7 +342,9 @@ impl PromptLoop {
                 EventData::TurnEnd(Box::new(data)),
             ));
         }
-        Ok(store.append(&self.session, next_seq, events)?.next_seq)
+        Ok(store
+            .append_events(&self.session, next_seq, events)?
+            .next_seq)
     }
 }
 

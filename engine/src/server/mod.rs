@@ -40,9 +40,7 @@ use tokio::sync::Semaphore;
 
 use crate::error::Error;
 use crate::log_service::LogService;
-use crate::log_store::LogStore;
-use crate::pg_store::PgStore;
-use crate::store::Store;
+use crate::open::{open_typed, Access, Location, Opened};
 
 pub use self::limits::{ServerLimits, BODY_BYTES_MAX};
 /// Longest token file read, in bytes.
@@ -149,19 +147,6 @@ pub struct ServeConfig {
     pub token_file: Option<PathBuf>,
 }
 
-/// Opens a backend by name: a `postgres://` or `postgresql://` URL, else a redb file path.
-pub fn open_backend(db: &str) -> Result<Arc<dyn LogStore>, Error> {
-    if is_postgres_url(db) {
-        return Ok(Arc::new(PgStore::connect(db)?));
-    }
-    Ok(Arc::new(Store::open(Path::new(db))?))
-}
-
-/// Whether `db` names a PostgreSQL database rather than a file.
-pub fn is_postgres_url(db: &str) -> bool {
-    db.starts_with("postgres://") || db.starts_with("postgresql://")
-}
-
 /// Runs the server until SIGINT or SIGTERM; `on_listening` is told the bound address (the
 /// port when 0 was asked for). Logs go to stderr through `tracing`.
 pub fn run(config: &ServeConfig, on_listening: impl FnOnce(SocketAddr)) -> Result<(), Error> {
@@ -193,21 +178,17 @@ pub fn run(config: &ServeConfig, on_listening: impl FnOnce(SocketAddr)) -> Resul
     })
 }
 
-/// Opens `db` as a service: the embedded store with its group-commit writer, or another
-/// backend with direct appends.
+/// Opens `db` (a location, [`crate::open::Location`]) as a service: the embedded store with
+/// its group-commit writer, or another backend with direct appends.
 pub async fn open_service(db: &str) -> Result<LogService, Error> {
-    if is_postgres_url(db) {
-        let url = db.to_owned();
-        let store = tokio::task::spawn_blocking(move || PgStore::connect(&url))
-            .await
-            .map_err(|e| Error::Refused(format!("opening {db}: {e}")))??;
-        return Ok(LogService::direct(Arc::new(store)));
-    }
-    let path = PathBuf::from(db);
-    let store = tokio::task::spawn_blocking(move || Store::open(&path))
+    let location = Location::parse(db)?;
+    let opened = tokio::task::spawn_blocking(move || open_typed(&location, Access::Write))
         .await
         .map_err(|e| Error::Refused(format!("opening {db}: {e}")))??;
-    Ok(LogService::local(Arc::new(store)))
+    Ok(match opened {
+        Opened::Redb(store) => LogService::local(Arc::new(store)),
+        Opened::Postgres(store) => LogService::direct(Arc::new(store)),
+    })
 }
 
 /// Installs the stderr log subscriber (`info` and up); a second call changes nothing.

@@ -9,7 +9,7 @@ use super::blocks::{Records, BLOCKS};
 use super::session::{decode_checkpoint_body, session_record};
 use super::tables::{self, CheckpointRecord, CHECKPOINTS, EVENTS};
 use super::verify::SessionReport;
-use super::{guard, AppendAck, AppendRequest, Head, Store, StoreError};
+use super::{guard, AppendAck, AppendRequest, DamagedFrame, Head, Store, StoreError};
 use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
 
 /// zstd level of checkpoint bodies (as the redb store writes them).
@@ -114,6 +114,36 @@ impl LogStore for Store {
             None => self.with_fold(session, SessionFold::clone),
             Some(at) => Store::fold_at(self, session, Some(at)),
         }
+    }
+
+    /// The warm fold, lent under the session's lock.
+    fn with_head_fold(
+        &self,
+        session: &str,
+        f: &mut dyn FnMut(&SessionFold),
+    ) -> Result<(), StoreError> {
+        self.with_fold(session, |fold| f(fold))
+    }
+
+    fn begin_import(&self, header: &SessionHeader, snapshot: bool) -> Result<Head, StoreError> {
+        Store::begin_import(self, header, snapshot)
+    }
+
+    fn append_import(
+        &self,
+        session: &str,
+        expected_next_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<AppendAck, StoreError> {
+        Store::append_import(self, session, expected_next_seq, events)
+    }
+
+    fn finish_import(&self, session: &str) -> Result<(), StoreError> {
+        Store::finish_import(self, session)
+    }
+
+    fn damaged_frames(&self) -> Vec<DamagedFrame> {
+        Store::damaged_frames(self).to_vec()
     }
 
     /// The redb verify: the generic walk's checks plus the events table's own count.

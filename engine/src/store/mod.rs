@@ -78,6 +78,10 @@ pub enum StoreError {
     /// A read-only open found no file: a read never creates a store.
     #[error("no store at {path} (a read never creates one; import or copy --to creates it)")]
     Missing { path: String },
+    /// A location that names no store a backend can open: an unsupported scheme, or a file
+    /// in a directory that does not exist (a usage error; nothing was created).
+    #[error("{location}: {reason}")]
+    BadLocation { location: String, reason: String },
     /// The file is not a sessionlog store.
     #[error("{path} is not a sessionlog store: {reason}")]
     NotAStore { path: String, reason: String },
@@ -144,6 +148,21 @@ pub fn check_session_id(id: &str) -> Result<(), StoreError> {
 /// optimistic-concurrency check and every admission rule, shared by all backends. A stale
 /// expected seq is `Conflict` naming the current one; a refused event is `Rejected` naming its
 /// seq and rule. Either way the fold is unchanged (`admit_batch` is atomic).
+/// What every backend checks of a new session's header before it creates the session: an
+/// id that can name a stored session, the V3 header rules, and V3 itself.
+pub fn check_new_header(header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
+    check_session_id(&header.id)?;
+    header
+        .check(FormatVersion::V3, snapshot)
+        .map_err(|reason| StoreError::InvalidHeader { reason })?;
+    if header.version != Some(3) {
+        return Err(StoreError::InvalidHeader {
+            reason: "the store keeps V3 sessions".into(),
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn admit_expected(
     fold: &mut SessionFold,
     session: &str,
@@ -722,16 +741,7 @@ impl Store {
     /// session-id rule, a valid V3 header.
     fn check_new_session(&self, header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
         self.check_writable()?;
-        check_session_id(&header.id)?;
-        header
-            .check(FormatVersion::V3, snapshot)
-            .map_err(|reason| StoreError::InvalidHeader { reason })?;
-        if header.version != Some(3) {
-            return Err(StoreError::InvalidHeader {
-                reason: "the store keeps V3 sessions".into(),
-            });
-        }
-        Ok(())
+        check_new_header(header, snapshot)
     }
 
     /// Runs a write; a panic inside it (after admission advanced a warm fold, say) poisons the

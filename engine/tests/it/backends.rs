@@ -1,5 +1,5 @@
-//! The backend suite: every `LogStore` implementation (the embedded redb store and
-//! PostgreSQL) keeps the same records, heads and folds, refuses the same batches, and verifies
+//! The backend suite: every `LogStore` implementation (the embedded redb store, the in-memory
+//! store and PostgreSQL) keeps the same records, heads and folds, refuses the same batches, and verifies
 //! clean. PostgreSQL runs when `SESSIONLOG_TEST_POSTGRES` names a database (`.ci/run` starts
 //! one); without it the postgres half prints a skip note, except under `CI=true`, where a
 //! missing database fails the test.
@@ -10,6 +10,7 @@ use pretty_assertions::assert_eq;
 use sessionlog_engine::error::Error;
 use sessionlog_engine::inspect::fold_session;
 use sessionlog_engine::log_store::{self, copy_sessions, LogStore};
+use sessionlog_engine::mem_store::MemStore;
 use sessionlog_engine::pg_store::{PgStore, SCHEMA_VERSION};
 use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::requests::RequestOptions;
@@ -22,6 +23,8 @@ use crate::support::*;
 pub struct Backend {
     pub name: &'static str,
     pub store: Arc<dyn LogStore>,
+    /// The backend persists fold checkpoints (the in-memory store keeps none).
+    pub checkpoints: bool,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -42,19 +45,30 @@ pub fn postgres_url(test: &str) -> Option<String> {
     }
 }
 
-/// The redb backend in a fresh directory, and PostgreSQL when configured.
+/// The redb backend in a fresh directory, the in-memory store, and PostgreSQL when
+/// configured.
 pub fn backends(test: &str) -> Vec<Backend> {
     let dir = tempfile::tempdir().unwrap();
     let redb = Store::open(&dir.path().join("store.redb")).unwrap();
-    let mut out = vec![Backend {
-        name: "redb",
-        store: Arc::new(redb),
-        _dir: Some(dir),
-    }];
+    let mut out = vec![
+        Backend {
+            name: "redb",
+            store: Arc::new(redb),
+            checkpoints: true,
+            _dir: Some(dir),
+        },
+        Backend {
+            name: "memory",
+            store: Arc::new(MemStore::new()),
+            checkpoints: false,
+            _dir: None,
+        },
+    ];
     if let Some(url) = postgres_url(test) {
         out.push(Backend {
             name: "postgres",
             store: Arc::new(PgStore::connect(&url).unwrap()),
+            checkpoints: true,
             _dir: None,
         });
     }
@@ -234,6 +248,15 @@ fn checkpoints_are_kept_and_resumed() {
     for backend in backends("checkpoints_are_kept_and_resumed") {
         let store = backend.store.as_ref();
         append_all(store, &header, &batches);
+        if !backend.checkpoints {
+            assert_eq!(
+                store.checkpoint(&header.id).unwrap(),
+                None,
+                "{}",
+                backend.name
+            );
+            continue;
+        }
         let checkpoint = store.checkpoint(&header.id).unwrap();
         assert!(
             matches!(&checkpoint, Some(Ok((next_seq, _, _))) if *next_seq >= CHECKPOINT_INTERVAL_EVENTS),
@@ -430,4 +453,168 @@ fn every_backend_refuses_a_path_traversal_session_id() {
         let sessions = backend.store.sessions().unwrap();
         assert!(!sessions.contains(&header.id), "{}", backend.name);
     }
+}
+
+// Goal: the import protocol behaves alike on every backend: an unfinished import is hidden
+// from listings and refused to readers and writers, a second begin resumes it at its head,
+// another header is a mismatch, and the finish makes it a normal session.
+// Method: begin, append half, check every refusal, begin again, append the rest, finish.
+#[test]
+fn every_backend_hides_an_unfinished_import_until_it_finishes() {
+    for backend in backends("every_backend_hides_an_unfinished_import_until_it_finishes") {
+        let store = backend.store.as_ref();
+        let name = backend.name;
+        let (header, batches) = session("import", 300);
+        let id = header.id.clone();
+        let head = store.begin_import(&header, false).unwrap();
+        assert_eq!(head.next_seq, 0, "{name}");
+        let half = batches.len() / 2;
+        let mut next_seq = 0;
+        for batch in &batches[..half] {
+            next_seq = store
+                .append_import(&id, next_seq, batch.clone())
+                .unwrap()
+                .next_seq;
+        }
+        assert!(!store.sessions().unwrap().contains(&id), "{name}");
+        assert!(store.interrupted_imports().unwrap().contains(&id), "{name}");
+        let interrupted = |result: Result<(), StoreError>| {
+            assert!(
+                matches!(result, Err(StoreError::ImportInterrupted { .. })),
+                "{name}: {result:?}"
+            );
+        };
+        interrupted(store.session_info(&id).map(drop));
+        interrupted(store.head(&id).map(drop));
+        interrupted(store.read_range(&id, 0, 10).map(drop));
+        interrupted(store.read_records(&id, 0, 10).map(drop));
+        interrupted(store.fold_at(&id, None).map(drop));
+        interrupted(
+            store
+                .append_events(&id, next_seq, batches[half].clone())
+                .map(drop),
+        );
+        let mut other = header.clone();
+        other.created_at += 1;
+        let mismatch = store.begin_import(&other, false);
+        assert!(
+            matches!(mismatch, Err(StoreError::ImportMismatch { .. })),
+            "{name}: {mismatch:?}"
+        );
+        let resumed = store.begin_import(&header, false).unwrap();
+        assert_eq!(resumed.next_seq, next_seq, "{name}");
+        for batch in &batches[half..] {
+            next_seq = store
+                .append_import(&id, next_seq, batch.clone())
+                .unwrap()
+                .next_seq;
+        }
+        store.finish_import(&id).unwrap();
+        assert!(store.sessions().unwrap().contains(&id), "{name}");
+        assert!(
+            !store.interrupted_imports().unwrap().contains(&id),
+            "{name}"
+        );
+        assert_eq!(store.head(&id).unwrap().next_seq, next_seq, "{name}");
+        let again = store.begin_import(&header, false);
+        assert!(
+            matches!(again, Err(StoreError::SessionExists { .. })),
+            "{name}: {again:?}"
+        );
+        let report = store
+            .verify(std::slice::from_ref(&id))
+            .unwrap()
+            .pop()
+            .unwrap();
+        assert!(report.ok(), "{name}: {:?}", report.faults);
+    }
+}
+
+// Goal: a copy cut short leaves an unfinished import on the target, never a shorter session
+// that looks whole, and a second copy completes it.
+// Method: begin the target's import by hand with the source's first events (what a killed
+// copy leaves), then copy; on every pair of backends with redb as the source.
+#[test]
+fn a_copy_resumes_an_interrupted_copy() {
+    let (header, batches) = session("copy-resume", 400);
+    let dir = tempfile::tempdir().unwrap();
+    let source = Store::open(&dir.path().join("source.redb")).unwrap();
+    append_all(&source, &header, &batches);
+    for backend in backends("a_copy_resumes_an_interrupted_copy") {
+        let target = backend.store.as_ref();
+        target.begin_import(&header, false).unwrap();
+        target
+            .append_import(&header.id, 0, batches[0].clone())
+            .unwrap();
+        assert!(!target.sessions().unwrap().contains(&header.id));
+        let copied = copy_sessions(&source, target, &[], &mut |_, _| {}).unwrap();
+        assert_eq!(copied.len(), 1, "{}", backend.name);
+        assert!(copied[0].report.ok(), "{}", backend.name);
+        assert_eq!(
+            copied[0].copied_events,
+            400 - batches[0].len() as u64,
+            "{}",
+            backend.name
+        );
+        assert_eq!(
+            target.head(&header.id).unwrap(),
+            source.head(&header.id).unwrap()
+        );
+    }
+}
+
+// Goal: a read-only PostgreSQL connection creates and writes nothing: a database without the
+// schema is "no store", and every write is refused.
+#[test]
+fn a_read_only_postgres_connection_writes_nothing() {
+    let Some(url) = postgres_url("a_read_only_postgres_connection_writes_nothing") else {
+        return;
+    };
+    // The suite's database has the schema (another connect may have made it first).
+    PgStore::connect(&url).unwrap();
+    let reader = PgStore::connect_read_only(&url).unwrap();
+    let (header, _) = session("read-only", 10);
+    let refused = reader.create_session(&header, false);
+    assert!(
+        matches!(refused, Err(StoreError::ReadOnly { .. })),
+        "{refused:?}"
+    );
+    let refused = reader.begin_import(&header, false);
+    assert!(
+        matches!(refused, Err(StoreError::ReadOnly { .. })),
+        "{refused:?}"
+    );
+    let empty = fresh_database(&url, "ro");
+    let missing = PgStore::connect_read_only(&empty);
+    assert!(
+        matches!(missing, Err(StoreError::Missing { .. })),
+        "{missing:?}"
+    );
+    let tables = count_tables(&empty);
+    assert_eq!(tables, 0, "a read-only connect created tables");
+}
+
+/// A new empty database beside the suite's (`<db>_<tag>_<pid>_<nanos>`); its URL.
+pub fn fresh_database(url: &str, tag: &str) -> String {
+    let name = format!(
+        "sessionlog_{tag}_{}",
+        unique_id("db").replace(['-'], "_").to_lowercase()
+    );
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    let base = url.rsplit_once('/').unwrap().0;
+    format!("{base}/{name}")
+}
+
+fn count_tables(url: &str) -> i64 {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    client
+        .query_one(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
 }
