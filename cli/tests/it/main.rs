@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
 mod audit;
+mod backends;
 mod catalog;
 mod check;
 mod compact;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
-use crate::support::{sessionlog, start_serve, stderr, stdout};
+use crate::support::{http, sessionlog, start_serve, stderr, stdout};
 
 fn import(db: &Path, dir: &Path, name: &str, events: &str, seed: &str) {
     let file = dir.join(name);
@@ -137,24 +137,6 @@ fn read_commands_run_beside_serve() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
-/// One HTTP/1.1 request over a fresh connection; the status code, or `None` when the server
-/// is gone.
-fn http(addr: &str, method: &str, path: &str, body: &str) -> Option<u16> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .ok()?;
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response.split(' ').nth(1)?.parse().ok()
-}
-
 /// Events per append of the serve kill test.
 const SERVE_KILL_BATCH_EVENTS: u64 = 5;
 
@@ -193,7 +175,10 @@ fn sigkill_of_serve_loses_nothing_acknowledged() {
     for round in 0..rounds {
         let (mut child, addr) = start_serve(db);
         if round == 0 {
-            assert_eq!(http(&addr, "POST", "/v1/sessions", header), Some(201));
+            assert_eq!(
+                http(&addr, "POST", "/v1/sessions", header).map(|r| r.0),
+                Some(201)
+            );
         }
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let client = {
@@ -202,7 +187,7 @@ fn sigkill_of_serve_loses_nothing_acknowledged() {
                 let mut acked = held;
                 while !stop.load(Ordering::SeqCst) {
                     let path = "/v1/sessions/killed/events";
-                    match http(&addr, "POST", path, &title_rows(acked)) {
+                    match http(&addr, "POST", path, &title_rows(acked)).map(|r| r.0) {
                         Some(200) => acked += SERVE_KILL_BATCH_EVENTS,
                         Some(code) => panic!("append answered {code}"),
                         None => break,
