@@ -42,7 +42,6 @@ pub mod requests;
 pub mod salvage;
 pub mod seal;
 pub mod server;
-pub mod service;
 pub mod show;
 pub mod stdin;
 pub mod store;

@@ -1,8 +1,11 @@
 //! `LogService`: the async edge over any [`LogStore`], for the HTTP server and other services.
 //!
-//! Appends to the embedded store go through [`StoreHandle`]'s writer task (group commit, one
-//! fsync for every batch queued meanwhile); appends to another backend run on the blocking
-//! pool, each in its own transaction. Reads run on the blocking pool, at most
+//! The one async service of the workspace. Appends to a backend that groups commits
+//! ([`LogStore::groups_commits`], the embedded store) go through one writer task: callers send
+//! batches over a bounded channel and await their acknowledgement; the task drains whatever is
+//! queued (up to [`GROUP_BATCHES_MAX`]) into one group, commits it with one fsync
+//! ([`LogStore::append_group`]), then answers each caller. Appends to another backend run on
+//! the blocking pool, each in its own transaction. Reads run on the blocking pool, at most
 //! [`STORE_CALLS_MAX`] at once; whole-session walks (verify, folds) run beside them, bounded by
 //! a turn their caller holds (see [`LogService::run_walk`]). Tails follow a session from any
 //! seq: they wake when this service commits to the session, and, on a shared
@@ -14,11 +17,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sessionlog_format::{Event, SessionHeader};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::log_store::{LogStore, READ_EVENTS_MAX};
-use crate::service::StoreHandle;
-use crate::store::{AppendAck, AppendRequest, Head, Store, StoreError};
+use crate::open::{open_store, Access, Location};
+use crate::store::{AppendAck, AppendRequest, Head, StoreError};
+
+/// Bound of the writer's queue, in batches; a full queue makes appenders wait.
+pub const QUEUE_BATCHES_MAX: usize = 1024;
+/// Most batches committed together in one group.
+pub const GROUP_BATCHES_MAX: usize = 256;
 
 /// Events a tail reads from the store at a time (and so holds at most while its reader
 /// lags).
@@ -46,10 +54,12 @@ pub struct LogService {
     calls: Arc<Semaphore>,
 }
 
+type Reply = oneshot::Sender<Result<AppendAck, StoreError>>;
+
 #[derive(Clone)]
 enum Writer {
-    /// The embedded store's group-commit writer task.
-    Grouped(StoreHandle),
+    /// The queue of the group-commit writer task.
+    Grouped(mpsc::Sender<(AppendRequest, Reply)>),
     /// One blocking call per batch.
     Direct,
 }
@@ -63,19 +73,16 @@ impl std::fmt::Debug for LogService {
 }
 
 impl LogService {
-    /// A service over the embedded store, appending through a writer task started on the
-    /// current runtime.
-    pub fn local(store: Arc<Store>) -> LogService {
-        let handle = StoreHandle::start(Arc::clone(&store));
-        LogService::with_writer(store, Writer::Grouped(handle))
-    }
-
-    /// A service over any backend, appending with one blocking call per batch.
-    pub fn direct(store: Arc<dyn LogStore>) -> LogService {
-        LogService::with_writer(store, Writer::Direct)
-    }
-
-    fn with_writer(store: Arc<dyn LogStore>, writer: Writer) -> LogService {
+    /// A service over `store`; a backend that groups commits gets its writer task, started on
+    /// the current runtime (so this must be called inside one).
+    pub fn new(store: Arc<dyn LogStore>) -> LogService {
+        let writer = if store.groups_commits() {
+            let (queue, receiver) = mpsc::channel(QUEUE_BATCHES_MAX);
+            tokio::spawn(writer_task(Arc::clone(&store), receiver));
+            Writer::Grouped(queue)
+        } else {
+            Writer::Direct
+        };
         LogService {
             store,
             writer,
@@ -83,6 +90,20 @@ impl LogService {
             closing: watch::channel(false).0,
             calls: Arc::new(Semaphore::new(STORE_CALLS_MAX)),
         }
+    }
+
+    /// Opens the store at `location` for writing ([`open_store`]) on the blocking pool, and
+    /// its service.
+    pub async fn open(location: &Location) -> Result<LogService, StoreError> {
+        let location = location.clone();
+        let store = tokio::task::spawn_blocking(move || open_store(&location, Access::Write))
+            .await
+            .unwrap_or_else(|join| {
+                Err(StoreError::Storage(format!(
+                    "opening the store panicked: {join}"
+                )))
+            })?;
+        Ok(LogService::new(store))
     }
 
     /// The backend underneath.
@@ -169,13 +190,12 @@ impl LogService {
     /// Appends a batch; resolves once it is durable (or refused).
     pub async fn append(&self, request: AppendRequest) -> Result<AppendAck, StoreError> {
         let result = match &self.writer {
-            Writer::Grouped(handle) => {
-                let AppendRequest {
-                    session,
-                    expected_next_seq,
-                    events,
-                } = request;
-                handle.append(&session, expected_next_seq, events).await
+            Writer::Grouped(queue) => {
+                let (reply, answer) = oneshot::channel();
+                match queue.send((request, reply)).await {
+                    Ok(()) => answer.await.unwrap_or(Err(StoreError::Poisoned)),
+                    Err(_) => Err(StoreError::Poisoned),
+                }
             }
             Writer::Direct => self.run(move |store| store.append(request)).await,
         };
@@ -183,6 +203,21 @@ impl LogService {
             self.publish(&ack.session, ack.next_seq);
         }
         result
+    }
+
+    /// [`LogService::append`] of one batch.
+    pub async fn append_events(
+        &self,
+        session: &str,
+        expected_next_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<AppendAck, StoreError> {
+        self.append(AppendRequest {
+            session: session.to_owned(),
+            expected_next_seq,
+            events,
+        })
+        .await
     }
 
     /// Follows a session from `from_seq`: every event already stored, then each new one.
@@ -282,6 +317,38 @@ impl Tail {
                     self.service.publish(&self.session, head.next_seq);
                 }
             }
+        }
+    }
+}
+
+/// The group-commit writer: drains the queue into groups and commits each with one call.
+async fn writer_task(
+    store: Arc<dyn LogStore>,
+    mut receiver: mpsc::Receiver<(AppendRequest, Reply)>,
+) {
+    while let Some(first) = receiver.recv().await {
+        let mut group = vec![first];
+        while group.len() < GROUP_BATCHES_MAX {
+            match receiver.try_recv() {
+                Ok(next) => group.push(next),
+                Err(_) => break,
+            }
+        }
+        let (requests, replies): (Vec<_>, Vec<_>) = group.into_iter().unzip();
+        let n_replies = replies.len();
+        let store_for_group = Arc::clone(&store);
+        let results = tokio::task::spawn_blocking(move || store_for_group.append_group(requests))
+            .await
+            .unwrap_or_else(|join| {
+                // The store poisons itself on a panic inside the group (`poison_on_panic`).
+                let message = format!("the writer panicked: {join}");
+                (0..n_replies)
+                    .map(|_| Err(StoreError::Storage(message.clone())))
+                    .collect()
+            });
+        for (reply, result) in replies.into_iter().zip(results) {
+            // A caller that stopped waiting does not undo a durable append.
+            let _ = reply.send(result);
         }
     }
 }

@@ -118,6 +118,18 @@ pub trait LogStore: Send + Sync {
         fold_from_scratch(self, session, at_seq)
     }
 
+    /// Whether [`LogStore::append_group`] commits a group at once (one fsync for every batch):
+    /// the async service then funnels appends through one writer task.
+    fn groups_commits(&self) -> bool {
+        false
+    }
+
+    /// Appends several batches, each admitted or refused on its own: one result per request,
+    /// in order. The default appends them one by one.
+    fn append_group(&self, requests: Vec<AppendRequest>) -> Vec<Result<AppendAck, StoreError>> {
+        requests.into_iter().map(|r| self.append(r)).collect()
+    }
+
     /// Runs `f` on the session's fold at its head. The default folds a copy
     /// ([`LogStore::fold_at`]); a backend with a warm fold lends it without a copy.
     fn with_head_fold(

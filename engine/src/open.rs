@@ -73,33 +73,15 @@ impl Location {
 
 /// Opens the store at `location`.
 pub fn open_store(location: &Location, access: Access) -> Result<Arc<dyn LogStore>, StoreError> {
-    Ok(match open_typed(location, access)? {
-        Opened::Redb(store) => Arc::new(store),
-        Opened::Postgres(store) => Arc::new(store),
-    })
-}
-
-/// An opened store with its backend's type, for the work only one backend can do (a redb
-/// WAL's salvage, the embedded store's group commit).
-#[derive(Debug)]
-pub enum Opened {
-    Redb(Store),
-    Postgres(PgStore),
-}
-
-/// [`open_store`], keeping the backend's type.
-pub fn open_typed(location: &Location, access: Access) -> Result<Opened, StoreError> {
-    match (location, access) {
-        (Location::Postgres(url), Access::Read) => {
-            PgStore::connect_read_only(url).map(Opened::Postgres)
-        }
-        (Location::Postgres(url), Access::Write) => PgStore::connect(url).map(Opened::Postgres),
-        (Location::Redb(path), Access::Read) => Store::open_read_only(path).map(Opened::Redb),
+    Ok(match (location, access) {
+        (Location::Postgres(url), Access::Read) => Arc::new(PgStore::connect_read_only(url)?),
+        (Location::Postgres(url), Access::Write) => Arc::new(PgStore::connect(url)?),
+        (Location::Redb(path), Access::Read) => Arc::new(Store::open_read_only(path)?),
         (Location::Redb(path), Access::Write) => {
             check_parent(path)?;
-            Store::open(path).map(Opened::Redb)
+            Arc::new(Store::open(path)?)
         }
-    }
+    })
 }
 
 /// A store file may be created only in a directory that exists (the default path's are

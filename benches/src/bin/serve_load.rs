@@ -336,7 +336,7 @@ fn main() -> ExitCode {
     runtime.block_on(async {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let store = Arc::new(Store::open(&dir.path().join("load.redb")).expect("a store"));
-        let mut outcome = run_backend("redb", LogService::local(store), &options).await;
+        let mut outcome = run_backend("redb", LogService::new(store), &options).await;
         report(&mut outcome);
         if let Some(url) = &options.postgres {
             let url = url.clone();
@@ -346,7 +346,7 @@ fn main() -> ExitCode {
                 .expect("the database");
             clear_postgres(&options);
             let mut outcome =
-                run_backend("postgres", LogService::direct(Arc::new(store)), &options).await;
+                run_backend("postgres", LogService::new(Arc::new(store)), &options).await;
             report(&mut outcome);
         }
     });
@@ -445,7 +445,7 @@ async fn hostile(options: &Options) -> ExitCode {
     }
     let server = tokio::spawn(serve(
         listener,
-        LogService::local(store),
+        LogService::new(store),
         ServerOptions {
             token: None,
             limits: limits.clone(),

@@ -3,13 +3,13 @@
 //! Each round hands every store the same `batches_per_round` batches of each session; the
 //! stores take turns within a round (the order rotates per round) so machine noise hits all
 //! alike. sessionlog appends through `Store::append` for one session and through
-//! `engine::service::StoreHandle` (group commit: one WAL fsync per drained group) for more;
+//! `engine::log_service::LogService` (group commit: one WAL fsync per drained group) for more;
 //! every baseline runs one thread per session, each fsyncing (or committing) its own batches.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use sessionlog_engine::service::StoreHandle;
+use sessionlog_engine::log_service::LogService;
 use sessionlog_engine::store::Store;
 use sessionlog_format::Event;
 
@@ -131,7 +131,7 @@ fn baseline_round(writer: &Writer, sessions: &[&[Vec<Event>]]) {
 struct Ours {
     store: Arc<Store>,
     runtime: tokio::runtime::Runtime,
-    handle: StoreHandle,
+    handle: LogService,
     ids: Vec<String>,
     next_seqs: std::sync::Mutex<Vec<u64>>,
 }
@@ -148,7 +148,7 @@ impl Ours {
             .enable_all()
             .build()
             .expect("a runtime");
-        let handle = runtime.block_on(async { StoreHandle::start(Arc::clone(&store)) });
+        let handle = runtime.block_on(async { LogService::new(Arc::clone(&store) as _) });
         Ours {
             store,
             runtime,
@@ -182,7 +182,10 @@ impl Ours {
                 self.runtime.spawn(async move {
                     for batch in batches {
                         let n = batch.len() as u64;
-                        handle.append(&id, next, batch).await.expect("an append");
+                        handle
+                            .append_events(&id, next, batch)
+                            .await
+                            .expect("an append");
                         next += n;
                     }
                     next

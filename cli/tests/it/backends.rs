@@ -1,5 +1,5 @@
 //! The backend conformance suite through the binary: every command that takes `--db` gives
-//! the same output on a redb file and on a PostgreSQL database (`--db postgres://…`), and
+//! the same output on a redb file and on a PostgreSQL database (`--db postgres://...`), and
 //! neither kind of location is ever created by a read.
 //!
 //! PostgreSQL runs when `SESSIONLOG_TEST_POSTGRES` names a database (`.ci/run` starts one);
@@ -147,7 +147,7 @@ fn views(dir: &Path, db: &str, sessions: &[String], tag: &str) -> Vec<(String, S
 }
 
 // Goal: every command works against both backends with the same output on the same
-// sessions, and `--db postgres://…` never creates a local file.
+// sessions, and `--db postgres://...` never creates a local file.
 // Method: import the same two logs (one migrated) into a redb file and a fresh PostgreSQL
 // database; compare every read command's output; run and compact a session on each; copy
 // between them; serve each and read a session's messages over HTTP.
@@ -263,7 +263,7 @@ fn copy_and_serve(dir: &Path, redb: &str, pg: &str) {
 // creates nothing; an unsupported scheme and a missing directory are usage errors for writers
 // too, never a silently created store.
 // Method: each read command on a missing redb file and on a database without the schema;
-// `import` to `mysql://…` and to a file in a missing directory.
+// `import` to `mysql://...` and to a file in a missing directory.
 #[test]
 fn no_location_is_ever_created_by_a_read_or_a_typo() {
     let tmp = tempfile::tempdir().unwrap();

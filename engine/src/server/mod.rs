@@ -40,7 +40,7 @@ use tokio::sync::Semaphore;
 
 use crate::error::Error;
 use crate::log_service::LogService;
-use crate::open::{open_typed, Access, Location, Opened};
+use crate::open::Location;
 
 pub use self::limits::{ServerLimits, BODY_BYTES_MAX};
 /// Longest token file read, in bytes.
@@ -178,17 +178,10 @@ pub fn run(config: &ServeConfig, on_listening: impl FnOnce(SocketAddr)) -> Resul
     })
 }
 
-/// Opens `db` (a location, [`crate::open::Location`]) as a service: the embedded store with
-/// its group-commit writer, or another backend with direct appends.
+/// Opens `db` (a location, [`crate::open::Location`]) as a service.
 pub async fn open_service(db: &str) -> Result<LogService, Error> {
     let location = Location::parse(db)?;
-    let opened = tokio::task::spawn_blocking(move || open_typed(&location, Access::Write))
-        .await
-        .map_err(|e| Error::Refused(format!("opening {db}: {e}")))??;
-    Ok(match opened {
-        Opened::Redb(store) => LogService::local(Arc::new(store)),
-        Opened::Postgres(store) => LogService::direct(Arc::new(store)),
-    })
+    Ok(LogService::open(&location).await?)
 }
 
 /// Installs the stderr log subscriber (`info` and up); a second call changes nothing.

@@ -57,9 +57,18 @@ impl LogStore for Store {
     }
 
     fn append(&self, request: AppendRequest) -> Result<AppendAck, StoreError> {
-        self.append_group(vec![request])
+        Store::append_group(self, vec![request])
             .pop()
             .expect("one result per request")
+    }
+
+    /// One WAL fsync for the whole group.
+    fn groups_commits(&self) -> bool {
+        true
+    }
+
+    fn append_group(&self, requests: Vec<AppendRequest>) -> Vec<Result<AppendAck, StoreError>> {
+        Store::append_group(self, requests)
     }
 
     fn read_range(

@@ -39,7 +39,7 @@ impl TestServer {
     async fn redb(token: Option<&str>) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(&dir.path().join("store.redb")).unwrap());
-        let service = LogService::local(Arc::clone(&store));
+        let service = LogService::new(Arc::clone(&store) as _);
         TestServer::start(service, store, token, Some(dir)).await
     }
 
@@ -47,7 +47,7 @@ impl TestServer {
     async fn limited(limits: ServerLimits) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(&dir.path().join("store.redb")).unwrap());
-        let service = LogService::local(Arc::clone(&store));
+        let service = LogService::new(Arc::clone(&store) as _);
         let options = ServerOptions {
             token: None,
             limits,
@@ -62,7 +62,7 @@ impl TestServer {
             .unwrap()
             .unwrap();
         let store: Arc<dyn LogStore> = Arc::new(store);
-        let service = LogService::direct(Arc::clone(&store));
+        let service = LogService::new(Arc::clone(&store) as _);
         TestServer::start(service, store, None, None).await
     }
 
@@ -558,7 +558,7 @@ fn http_live_tail_and_graceful_shutdown() {
     let id = unique_id("shutdown");
     let acked = runtime().block_on(async {
         let store = Arc::new(Store::open(&path).unwrap());
-        let service = LogService::local(Arc::clone(&store));
+        let service = LogService::new(Arc::clone(&store) as _);
         let store_dyn: Arc<dyn LogStore> = store;
         let server = TestServer::start(service, store_dyn, None, None).await;
         server.create(&header(&id)).await;
@@ -913,7 +913,7 @@ fn http_hides_and_refuses_an_interrupted_import() {
         store
             .append_import(&header.id, 0, batches[0].clone())
             .unwrap();
-        let service = LogService::local(Arc::clone(&store));
+        let service = LogService::new(Arc::clone(&store) as _);
         let server = TestServer::start(service, store, None, Some(dir)).await;
         let id = header.id.clone();
         let (status, list) = server.get("/v1/sessions").await;

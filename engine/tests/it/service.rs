@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use sessionlog_engine::service::StoreHandle;
+use sessionlog_engine::log_service::LogService;
+use sessionlog_engine::open::Location;
 use sessionlog_engine::store::StoreError;
 use sessionlog_format::SurfaceOp;
 
@@ -26,10 +27,12 @@ fn concurrent_appenders_are_all_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
     runtime().block_on(async {
-        let handle = StoreHandle::open(&path).await.unwrap();
+        let handle = LogService::open(&Location::Redb(path.clone()))
+            .await
+            .unwrap();
         for session in 0..4 {
             handle
-                .create_session(header(&format!("s{session}")))
+                .create_session(header(&format!("s{session}")), false)
                 .await
                 .unwrap();
         }
@@ -41,7 +44,7 @@ fn concurrent_appenders_are_all_acknowledged() {
                 let mut acked = 0;
                 while acked < 50 {
                     let next = handle.head(&id).await.unwrap().next_seq;
-                    match handle.append(&id, next, vec![title(next)]).await {
+                    match handle.append_events(&id, next, vec![title(next)]).await {
                         Ok(ack) => {
                             assert_eq!(ack.next_seq, next + 1);
                             acked += 1;
@@ -74,9 +77,11 @@ fn concurrent_appenders_are_all_acknowledged() {
 fn refusals_reach_their_caller() {
     let dir = tempfile::tempdir().unwrap();
     runtime().block_on(async {
-        let handle = StoreHandle::open(&store_path(&dir)).await.unwrap();
-        handle.create_session(header("a")).await.unwrap();
-        handle.create_session(header("b")).await.unwrap();
+        let handle = LogService::open(&Location::Redb(store_path(&dir)))
+            .await
+            .unwrap();
+        handle.create_session(header("a"), false).await.unwrap();
+        handle.create_session(header("b"), false).await.unwrap();
         let bad = user(
             0,
             "x",
@@ -87,8 +92,8 @@ fn refusals_reach_their_caller() {
             Some(vec![5]),
         );
         let (good, refused) = tokio::join!(
-            handle.append("a", 0, vec![title(0)]),
-            handle.append("b", 0, vec![bad])
+            handle.append_events("a", 0, vec![title(0)]),
+            handle.append_events("b", 0, vec![bad])
         );
         assert_eq!(good.unwrap().next_seq, 1);
         assert!(
@@ -104,10 +109,14 @@ fn refusals_reach_their_caller() {
 fn tail_follows_new_events() {
     let dir = tempfile::tempdir().unwrap();
     runtime().block_on(async {
-        let handle = Arc::new(StoreHandle::open(&store_path(&dir)).await.unwrap());
-        handle.create_session(header("t")).await.unwrap();
+        let handle = Arc::new(
+            LogService::open(&Location::Redb(store_path(&dir)))
+                .await
+                .unwrap(),
+        );
+        handle.create_session(header("t"), false).await.unwrap();
         handle
-            .append("t", 0, vec![title(0), title(1)])
+            .append_events("t", 0, vec![title(0), title(1)])
             .await
             .unwrap();
         let mut tail = handle.tail("t", 1).await.unwrap();
@@ -115,7 +124,10 @@ fn tail_follows_new_events() {
         let writer = Arc::clone(&handle);
         let appender = tokio::spawn(async move {
             for seq in 2..6 {
-                writer.append("t", seq, vec![title(seq)]).await.unwrap();
+                writer
+                    .append_events("t", seq, vec![title(seq)])
+                    .await
+                    .unwrap();
             }
         });
         for expected in 2..6 {
@@ -141,13 +153,13 @@ fn store_calls_are_bounded_and_walks_run_beside_them() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Condvar;
 
-    use sessionlog_engine::log_service::{LogService, STORE_CALLS_MAX};
+    use sessionlog_engine::log_service::STORE_CALLS_MAX;
 
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(sessionlog_engine::store::Store::open(&store_path(&dir)).unwrap());
     store.create_session(&header("s")).unwrap();
     runtime().block_on(async {
-        let service = LogService::local(store);
+        let service = LogService::new(store);
         let running = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
         let released = Arc::new((std::sync::Mutex::new(false), Condvar::new()));
