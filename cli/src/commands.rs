@@ -8,7 +8,8 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
-use sessionlog_engine::check::{check_file, check_session, CheckOptions, FileReport, SessionCheck};
+use sessionlog_engine::check::{check_file, CheckOptions, FileReport};
+use sessionlog_engine::inspect::{check_session, SessionCheck};
 use sessionlog_format::gen::GenOptions;
 use sessionlog_format::{Compression, FormatVersion, ReadOptions, Recovery, SnapshotMode};
 

@@ -113,3 +113,33 @@ fn finish_fold(
         fold,
     })
 }
+/// The check of one stored session (`check --db DB SESSION`): every record read back
+/// (checksums, the chain) and every rule applied to a fold from scratch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCheck {
+    pub session: String,
+    pub ok: bool,
+    /// Events checked.
+    pub events: u64,
+    /// The first fault, `SESSION@SEQ: reason` where it has a seq.
+    pub error: Option<String>,
+}
+
+/// Checks a stored session under every rule, from its first event, on any backend.
+pub fn check_session(store: &dyn crate::log_store::LogStore, session: &str) -> SessionCheck {
+    let source = crate::replay::SessionSource::Store { store, session };
+    match replay_fold(source, None) {
+        Ok(folded) => SessionCheck {
+            session: session.to_owned(),
+            ok: true,
+            events: folded.fold.admission().next_seq(),
+            error: None,
+        },
+        Err(error) => SessionCheck {
+            session: session.to_owned(),
+            ok: false,
+            events: 0,
+            error: Some(error.to_string()),
+        },
+    }
+}

@@ -58,7 +58,9 @@ use sessionlog_format::{
 };
 
 use crate::error::Error;
+use crate::log_store::LogStore;
 use crate::replay::{Flow, Projection, SessionSource};
+use crate::store::StoreError;
 
 /// How `requests` runs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -700,6 +702,33 @@ impl Projection for RequestAnalyzer {
     fn push(&mut self, event: Arc<Event>) -> Result<Flow, Violation> {
         self.push_shared(event).map(|()| Flow::Continue)
     }
+}
+
+/// Every request of a stored session, rebuilt from its log, on any backend.
+pub fn stored_requests(
+    store: &dyn LogStore,
+    session: &str,
+    options: RequestOptions,
+) -> Result<RequestReport, StoreError> {
+    stored_requests_page(store, session, options, 0..u64::MAX)
+}
+
+/// [`stored_requests`] keeping only the rows whose index is in `rows`; the summary covers them all.
+/// The session replays through the one driver ([`crate::replay`]); an event it refuses is
+/// stored data breaking a rule, hence `Corrupt`.
+pub fn stored_requests_page(
+    store: &dyn LogStore,
+    session: &str,
+    options: RequestOptions,
+    rows: std::ops::Range<u64>,
+) -> Result<RequestReport, StoreError> {
+    let source = SessionSource::Store { store, session };
+    let analyzer = source
+        .replay(|opening| {
+            RequestAnalyzer::new(opening.session(), opening.snapshot, options).keep_rows(rows)
+        })
+        .map_err(Error::into_store_error)?;
+    Ok(analyzer.finish())
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ mod json;
 pub mod members;
 pub mod message;
 pub mod payload;
+pub mod projection;
 pub mod reader;
 pub mod record;
 pub mod relations;

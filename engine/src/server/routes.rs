@@ -26,7 +26,7 @@ use super::limits::{
 };
 use super::{AppState, OPENAPI_JSON};
 use crate::inspect::fold_session;
-use crate::log_store::{self, READ_EVENTS_MAX};
+use crate::log_store::READ_EVENTS_MAX;
 use crate::replay::SessionSource;
 use crate::requests::RequestOptions;
 use crate::store::{AppendRequest, StoreError, BATCH_EVENTS_MAX};
@@ -449,7 +449,7 @@ async fn requests(
     let report = state
         .service
         .run_walk(permit, move |store| {
-            log_store::requests_page(store, &session, options, rows)
+            crate::requests::stored_requests_page(store, &session, options, rows)
         })
         .await;
     match report {

@@ -1,34 +1,26 @@
-//! Integration tests of the engine: the store's admission, durability and folds.
+//! Integration tests of the engine: the agent loop, prompt, compaction, the projections over
+//! files and stores, and the server.
 
 // Test code: helpers unwrap (a failure is the test failing), and items are `pub` to the
 // crate's modules only.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
-mod admission;
 mod agent;
 mod audit;
-mod backends;
-mod blocks;
-mod chain;
+mod backend_views;
+// The store suite's helpers, shared (one copy): not every one is used here.
 mod compaction;
-mod concurrency;
 mod context;
-mod faultpos;
-mod faults;
-mod import;
+#[allow(dead_code)]
+#[path = "../../../store/tests/it/harness.rs"]
+mod harness;
 mod inputs;
-mod kill;
 mod loop_admission;
 mod loopback;
-mod model;
-mod mutants;
 mod prompt;
 mod requests;
-mod roundtrip;
 mod run_props;
 mod server;
-mod service;
-mod snapshot;
+#[allow(dead_code)]
+#[path = "../../../store/tests/it/support.rs"]
 mod support;
-mod verify;
-mod wal;

@@ -14,7 +14,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use sessionlog_engine::inspect::fold_session;
 use sessionlog_engine::log_service::LogService;
-use sessionlog_engine::log_store::{self, LogStore};
+use sessionlog_engine::log_store::LogStore;
 use sessionlog_engine::pg_store::PgStore;
 use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::server::{serve, ServerLimits, ServerOptions, BODY_BYTES_MAX};
@@ -22,7 +22,7 @@ use sessionlog_engine::store::Store;
 use sessionlog_format::{Event, FormatVersion, SessionHeader, SurfaceOp};
 use tokio::sync::oneshot;
 
-use crate::backends::{postgres_url, unique_id};
+use crate::harness::{postgres_url, unique_id};
 use crate::support::*;
 
 /// A server on loopback and the means to stop it.
@@ -864,7 +864,7 @@ fn http_requests_are_paged() {
         let session = id.clone();
         let all = tokio::task::spawn_blocking(move || {
             let options = sessionlog_engine::requests::RequestOptions { bodies: true };
-            log_store::requests(store.as_ref(), &session, options).unwrap()
+            sessionlog_engine::requests::stored_requests(store.as_ref(), &session, options).unwrap()
         })
         .await
         .unwrap();

@@ -1,0 +1,1399 @@
+//! The embedded store: many sessions in one redb file, each an append-only chain of
+//! checksummed records, with the session folds kept warm in memory and checkpointed to disk.
+//!
+//! The store is synchronous. Appends are serialized by one write lock and may be grouped: a
+//! group of batches from many sessions shares one WAL frame, hence one fsync (the async writer
+//! task in [`crate::log_service`] does this). A batch is admitted in full or not at all, and it is
+//! acknowledged only after its WAL frame is synced; redb itself is made durable in bulk (see
+//! the `wal` module). After any I/O failure the store is poisoned: every later write fails until it is
+//! reopened, and reopening recovers exactly the last acknowledged state.
+
+pub(crate) mod backend;
+mod blocks;
+mod gate;
+mod import;
+mod overlay;
+mod sealer;
+mod session;
+mod tables;
+pub mod verify;
+mod wal;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use sessionlog_format::fold::SessionFold;
+use sessionlog_format::record::{self, ChainHash};
+use sessionlog_format::{Event, FormatVersion, SessionHeader, Violation};
+
+use self::blocks::BLOCKS;
+use self::sealer::{Hint, Sealer};
+pub use self::session::Head;
+use self::session::SessionState;
+pub use self::tables::STORE_FORMAT_VERSION;
+use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
+pub use self::wal::{wal_path, DamagedFrame, WalFile};
+use self::wal::{FrameBuilder, Replay, Wal, WalEntry};
+use crate::publish::{publish_file, PublishError};
+
+/// How far the WAL may grow while snapshot readers keep a writer from making redb durable.
+const WAL_DEFERRED_BYTES_MAX: u64 = 4 * wal::DURABLE_BYTES_MAX;
+
+/// How long a snapshot reader waits before it reads a WAL with a damaged frame again.
+const SNAPSHOT_REREAD_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Most events one batch may carry.
+pub const BATCH_EVENTS_MAX: usize = 65_536;
+/// Longest session id the store keeps, in bytes of UTF-8 (the header rule's bound).
+pub use sessionlog_format::header::SESSION_ID_BYTES_MAX;
+/// A fold checkpoint is written when this many events have been appended since the last one.
+pub const CHECKPOINT_INTERVAL_EVENTS: u64 = 1024;
+/// redb's page cache of a read-only open, in bytes (redb's default is 1 GiB). A read command
+/// walks each page about once, so a bigger cache only holds what was read: with the default,
+/// `verify` of a 200k-event store kept every page it had read, its memory growing with the
+/// store (142 MiB, against 56 MiB at 50k events).
+pub const READ_ONLY_CACHE_BYTES: usize = 8 << 20;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A file or database operation failed; the store is now poisoned.
+    #[error("storage failure: {0}")]
+    Storage(String),
+    /// Another open store holds the file's lock (another process, or this one).
+    #[error("the store {path} is locked: another sessionlog process has it open")]
+    Locked { path: String },
+    /// An earlier write failed; no write is taken until the store is reopened.
+    #[error("the store stopped taking writes after an earlier failure; reopen it to recover")]
+    Poisoned,
+    #[error("the store was written by a newer sessionlog (store format v{found}, this build reads v{supported})")]
+    UpgradeRequired { found: u32, supported: u32 },
+    /// Stored bytes failed a check.
+    #[error("the store is corrupt: {reason}")]
+    Corrupt { reason: String },
+    /// A read-only open found no file: a read never creates a store.
+    #[error("no store at {path} (a read never creates one; import or copy --to creates it)")]
+    Missing { path: String },
+    /// A location that names no store a backend can open: an unsupported scheme, or a file
+    /// in a directory that does not exist (a usage error; nothing was created).
+    #[error("{location}: {reason}")]
+    BadLocation { location: String, reason: String },
+    /// The file is not a sessionlog store.
+    #[error("{path} is not a sessionlog store: {reason}")]
+    NotAStore { path: String, reason: String },
+    /// The store was opened read-only (a read command, or a WAL with a damaged frame).
+    #[error("the store {path} is open read-only")]
+    ReadOnly { path: String },
+    /// The WAL holds a damaged frame: the store opens only read-only, so that nothing in the
+    /// WAL is dropped by a restart; `salvage` exports what is intact.
+    #[error("the store's WAL {path} is damaged: {summary}; it opens only read-only (`sessionlog verify` names what was lost, `sessionlog salvage` exports every intact session)")]
+    WalDamaged { path: String, summary: String },
+    #[error("no session {session} in the store")]
+    UnknownSession { session: String },
+    #[error("session {session} already exists")]
+    SessionExists { session: String },
+    /// An import created the session and did not finish (it was killed, or failed part-way):
+    /// the session is hidden and refused to everyone but a rerun of the import.
+    #[error("session {session} is an interrupted import: rerun `sessionlog import FILE` with its log to complete it")]
+    ImportInterrupted { session: String },
+    /// A rerun of an import found the interrupted session holding something other than the
+    /// start of this log; nothing was changed.
+    #[error(
+        "session {session} is an interrupted import of another log: {reason}; nothing was changed"
+    )]
+    ImportMismatch { session: String, reason: String },
+    /// The caller's expected next seq is stale: another writer appended first.
+    #[error("{session}@{expected}: conflict: the session's next seq is {current}")]
+    Conflict {
+        session: String,
+        expected: u64,
+        current: u64,
+    },
+    /// An event broke an admission rule; nothing of its batch was written.
+    #[error("{session}@{seq}: {violation}")]
+    Rejected {
+        session: String,
+        seq: u64,
+        violation: Violation,
+    },
+    #[error("{session}: a batch holds {n_events} events, at most {BATCH_EVENTS_MAX}")]
+    BatchTooLarge { session: String, n_events: usize },
+    #[error("invalid session header: {reason}")]
+    InvalidHeader { reason: String },
+    /// The id cannot name a stored session (see [`check_session_id`]).
+    #[error("session id {session:?} is refused: {reason} [session-id]")]
+    InvalidSessionId { session: String, reason: String },
+    #[error("{session}@{seq}: no such seq; the session's next seq is {next_seq}")]
+    SeqOutOfRange {
+        session: String,
+        seq: u64,
+        next_seq: u64,
+    },
+}
+
+/// The session-id rule of `format` ([`sessionlog_format::header::check_session_id`]) as a
+/// store error; every backend calls it before creating a session.
+pub fn check_session_id(id: &str) -> Result<(), StoreError> {
+    sessionlog_format::header::check_session_id(id).map_err(|reason| StoreError::InvalidSessionId {
+        session: id.to_owned(),
+        reason,
+    })
+}
+
+/// Admits `events` into `fold` as the batch that must start at `expected_next_seq`: the
+/// optimistic-concurrency check and every admission rule, shared by all backends. A stale
+/// expected seq is `Conflict` naming the current one; a refused event is `Rejected` naming its
+/// seq and rule. Either way the fold is unchanged (`admit_batch` is atomic).
+/// What every backend checks of a new session's header before it creates the session: an
+/// id that can name a stored session, the V3 header rules, and V3 itself.
+pub fn check_new_header(header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
+    check_session_id(&header.id)?;
+    header
+        .check(FormatVersion::V3, snapshot)
+        .map_err(|reason| StoreError::InvalidHeader { reason })?;
+    if header.version != Some(3) {
+        return Err(StoreError::InvalidHeader {
+            reason: "the store keeps V3 sessions".into(),
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn admit_expected(
+    fold: &mut SessionFold,
+    session: &str,
+    expected_next_seq: u64,
+    events: Vec<Event>,
+) -> Result<Vec<Arc<Event>>, StoreError> {
+    let current = fold.admission().next_seq();
+    if expected_next_seq != current {
+        return Err(StoreError::Conflict {
+            session: session.to_owned(),
+            expected: expected_next_seq,
+            current,
+        });
+    }
+    let batch: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
+    if let Err((event_idx, violation)) = fold.admit_batch(&batch) {
+        let seq = batch[event_idx].seq;
+        return Err(StoreError::Rejected {
+            session: session.to_owned(),
+            seq,
+            violation,
+        });
+    }
+    debug_assert_eq!(
+        fold.admission().next_seq(),
+        expected_next_seq + batch.len() as u64
+    );
+    Ok(batch)
+}
+
+/// The store used when neither `--db` nor `SESSIONLOG_DB` names one:
+/// `$XDG_DATA_HOME/sessionlog/sessions.redb`, else `$HOME/.local/share/sessionlog/sessions.redb`.
+pub fn default_path() -> Option<PathBuf> {
+    let non_empty = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let data =
+        non_empty("XDG_DATA_HOME").or_else(|| non_empty("HOME").map(|h| h.join(".local/share")))?;
+    Some(data.join("sessionlog").join("sessions.redb"))
+}
+
+impl StoreError {
+    fn storage(error: impl std::fmt::Display) -> StoreError {
+        StoreError::Storage(error.to_string())
+    }
+}
+
+/// One batch to append.
+#[derive(Debug, Clone)]
+pub struct AppendRequest {
+    pub session: String,
+    /// The seq the batch's first event must carry; a stale value is a conflict.
+    pub expected_next_seq: u64,
+    pub events: Vec<Event>,
+}
+
+/// A durable append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendAck {
+    pub session: String,
+    pub first_seq: u64,
+    /// The session's next seq after the batch; the last seq committed is `next_seq - 1`.
+    pub next_seq: u64,
+    /// The chain hash at the session's head after the batch.
+    pub head_chain: ChainHash,
+}
+
+/// The embedded store.
+pub struct Store {
+    db: Arc<Database>,
+    path: PathBuf,
+    sessions: Mutex<HashMap<String, Arc<Mutex<SessionState>>>>,
+    /// The write lock: held for a whole append group or session creation. `None` when the
+    /// store is open read-only.
+    wal: Mutex<Option<Wal>>,
+    /// Opened read-only: nothing is ever written to either file.
+    read_only: bool,
+    /// The damaged frames of the WAL (a read-only open only).
+    damaged: Vec<DamagedFrame>,
+    poisoned: Arc<AtomicBool>,
+    sealer: Sealer,
+    /// Bytes of records moved from the events table into blocks since the store was opened:
+    /// about the pages that sealing freed.
+    sealed_bytes: Arc<AtomicU64>,
+    /// Something was written since the open; a store only read is closed without a commit,
+    /// so that its file is left byte for byte as it was.
+    written: AtomicBool,
+    /// The snapshot gate (see the `gate` module): a writer's, taken exclusively around each
+    /// durable transition, or a snapshot reader's, held shared while it is open. Declared
+    /// after `db`, so that a writer's close holds it until redb's own close has written.
+    gate: Option<gate::Gate>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Creates an empty redb file at `path` atomically: built and synced under a temporary name,
+/// then linked into place without overwriting, and the directory synced. A crash while redb
+/// writes a new file's header would otherwise leave a file that is not a redb database and a
+/// store that can never be opened again. Losing a race to another creator is fine: its file is
+/// kept and ours dropped.
+fn create_file(path: &Path) -> Result<(), StoreError> {
+    let io = |temp: &Path, e: redb::Error| PublishError {
+        path: temp.to_owned(),
+        source: std::io::Error::other(e),
+    };
+    let created = publish_file(path, "creating", |temp| {
+        let db = Database::create(temp).map_err(|e| io(temp, e.into()))?;
+        let mut txn = db.begin_write().map_err(|e| io(temp, e.into()))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| io(temp, e.into()))?;
+        txn.commit().map_err(|e| io(temp, e.into()))?;
+        drop(db);
+        Ok::<(), PublishError>(())
+    });
+    match created {
+        Ok(()) => Ok(()),
+        // Another creator won the race: its file is kept and ours dropped.
+        Err(error) if error.is_exists() => Ok(()),
+        Err(error) => Err(StoreError::storage(error)),
+    }
+}
+
+impl Store {
+    /// Opens the store at `path`, creating it (and the meta record, and missing parent
+    /// directories) when it does not exist.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        guard("opening the store", || Store::open_unguarded(path))
+    }
+
+    fn open_unguarded(path: &Path) -> Result<Store, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(StoreError::storage)?;
+        }
+        if !path.exists() {
+            create_file(path)?;
+        }
+        // Snapshot readers of another writer's store finish before this open may repair,
+        // replay or restart anything.
+        let gate = Store::writer_gate(path)?;
+        // A damaged WAL is refused before redb opens the file, which would write to it.
+        let wal_path = wal::wal_path(path);
+        if let Some(first) = wal::read(&wal_path)?.damaged.first() {
+            return Err(wal_damaged(&wal_path, first));
+        }
+        let db = Database::create(path).map_err(|error| match error {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
+                path: path.display().to_string(),
+            },
+            other => StoreError::storage(other),
+        })?;
+        let opened = Wal::open(&wal_path)?;
+        Store::open_parts(path, db, opened, gate)
+    }
+
+    /// The writer's gate on the store's WAL, taken exclusively: released once the open has
+    /// replayed and restarted the WAL.
+    fn writer_gate(path: &Path) -> Result<gate::Gate, StoreError> {
+        let wal_path = wal::wal_path(path);
+        let gate = gate::Gate::for_writer(&wal_path)
+            .map_err(|e| StoreError::Storage(format!("{}: {e}", wal_path.display())))?;
+        let taken = gate
+            .lock_within(gate::Mode::Exclusive, gate::OPEN_WAIT)
+            .map_err(|e| StoreError::Storage(format!("{}: {e}", wal_path.display())))?;
+        if !taken {
+            return Err(StoreError::Locked {
+                path: path.display().to_string(),
+            });
+        }
+        Ok(gate)
+    }
+
+    /// Opens a store whose redb file goes through `backend` (fault injection, other media);
+    /// `path` names the store and places its WAL (`<path>.wal`).
+    pub fn open_with_backend(
+        path: &Path,
+        backend: impl redb::StorageBackend,
+    ) -> Result<Store, StoreError> {
+        guard("opening the store", || {
+            let gate = Store::writer_gate(path)?;
+            let db = redb::Builder::new()
+                .create_with_backend(backend)
+                .map_err(StoreError::storage)?;
+            let opened = Wal::open(&wal::wal_path(path))?;
+            Store::open_parts(path, db, opened, gate)
+        })
+    }
+
+    /// Opens a store whose redb file goes through `backend` and whose WAL goes through
+    /// `wal_file` (fault injection into both files).
+    pub fn open_with_backends(
+        path: &Path,
+        backend: impl redb::StorageBackend,
+        wal_file: impl WalFile + 'static,
+    ) -> Result<Store, StoreError> {
+        guard("opening the store", || {
+            let gate = Store::writer_gate(path)?;
+            let db = redb::Builder::new()
+                .create_with_backend(backend)
+                .map_err(StoreError::storage)?;
+            let opened = Wal::open_file(&wal::wal_path(path), Box::new(wal_file))?;
+            Store::open_parts(path, db, opened, gate)
+        })
+    }
+
+    /// Builds the writable store over an opened redb file and WAL, the gate held
+    /// exclusively: replays the WAL, then lets snapshot readers in.
+    fn open_parts(
+        path: &Path,
+        db: Database,
+        (wal, replay): (Wal, Replay),
+        gate: gate::Gate,
+    ) -> Result<Store, StoreError> {
+        if let Some(first) = replay.damaged.first() {
+            // Never restarted: the restart would make the damaged frame, and everything it
+            // held, stale for good.
+            return Err(wal_damaged(&wal::wal_path(path), first));
+        }
+        let mut store = Store::new(path, db, Some(wal), Vec::new(), gate);
+        store.init_tables()?;
+        store.replay(replay.entries)?;
+        if let Some(gate) = &store.gate {
+            gate.unlock();
+        }
+        store.sealer = Sealer::spawn(
+            Arc::clone(&store.db),
+            Arc::clone(&store.poisoned),
+            Arc::clone(&store.sealed_bytes),
+        );
+        Ok(store)
+    }
+
+    fn new(
+        path: &Path,
+        db: Database,
+        wal: Option<Wal>,
+        damaged: Vec<DamagedFrame>,
+        gate: impl Into<Option<gate::Gate>>,
+    ) -> Store {
+        Store {
+            db: Arc::new(db),
+            path: path.to_owned(),
+            sessions: Mutex::new(HashMap::new()),
+            read_only: wal.is_none(),
+            wal: Mutex::new(wal),
+            damaged,
+            poisoned: Arc::new(AtomicBool::new(false)),
+            sealer: Sealer::idle(),
+            sealed_bytes: Arc::new(AtomicU64::new(0)),
+            written: AtomicBool::new(false),
+            gate: gate.into(),
+        }
+    }
+
+    /// Opens the store at `path` read-only: neither file is changed or created, the WAL is
+    /// replayed in memory (over the file's pages, see the `overlay` module), and every write
+    /// is refused with `ReadOnly`. A missing file is `Missing`, an empty or foreign one
+    /// `NotAStore`. Beside a writer holding the store (`serve`), it reads the snapshot the
+    /// writer's gate lets through: what a crash at that instant would recover (see the `gate`
+    /// module); a writer that does not let it through in time is `Locked`. A WAL with damaged
+    /// frames still
+    /// opens: its valid frames are replayed and [`Store::damaged_frames`] names the rest.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        guard("opening the store read-only", || {
+            Store::open_read_only_unguarded(path)
+        })
+    }
+
+    fn open_read_only_unguarded(path: &Path) -> Result<Store, StoreError> {
+        let not_a_store = |reason: String| StoreError::NotAStore {
+            path: path.display().to_string(),
+            reason,
+        };
+        let metadata = match std::fs::metadata(path) {
+            Ok(metadata) => metadata,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::Missing {
+                    path: path.display().to_string(),
+                })
+            }
+            Err(e) => return Err(StoreError::Storage(format!("{}: {e}", path.display()))),
+        };
+        if !metadata.is_file() {
+            return Err(not_a_store("it is not a regular file".into()));
+        }
+        if metadata.len() == 0 {
+            return Err(not_a_store("it is empty".into()));
+        }
+        // Read before the file's lock is taken, and checked again after: a writer that opened
+        // in between would hold the lock, and one that closed has only emptied the WAL.
+        let replay = wal::read(&wal::wal_path(path))?;
+        match Store::open_overlay(path, overlay::Locking::Shared) {
+            Ok(db) => Store::open_in_memory(path, db, replay, None),
+            // A writer holds the store: read the snapshot it lets through its gate.
+            Err(StoreError::Locked { .. }) => Store::open_snapshot(path),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Opens redb over the file through the in-memory overlay.
+    fn open_overlay(path: &Path, locking: overlay::Locking) -> Result<Database, StoreError> {
+        let not_a_store = |reason: String| StoreError::NotAStore {
+            path: path.display().to_string(),
+            reason,
+        };
+        let backend = overlay::OverlayBackend::open(path, locking)
+            .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
+        let db = redb::Builder::new()
+            .set_cache_size(READ_ONLY_CACHE_BYTES)
+            .create_with_backend(backend)
+            .map_err(|error| match error {
+                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
+                    path: path.display().to_string(),
+                },
+                redb::DatabaseError::UpgradeRequired(found) => StoreError::NotAStore {
+                    path: path.display().to_string(),
+                    reason: format!("a redb file of format {found}, not this build's"),
+                },
+                other => not_a_store(other.to_string()),
+            })?;
+        check_is_store(&db).map_err(|e| match e {
+            StoreError::Storage(reason) => not_a_store(reason),
+            other => other,
+        })?;
+        Ok(db)
+    }
+
+    /// The read-only store over `db` with the WAL's records replayed in memory.
+    fn open_in_memory(
+        path: &Path,
+        db: Database,
+        replay: Replay,
+        gate: Option<gate::Gate>,
+    ) -> Result<Store, StoreError> {
+        let store = Store::new(path, db, None, replay.damaged, gate);
+        store.init_tables()?;
+        store.replay_records(&replay.entries)?;
+        Ok(store)
+    }
+
+    /// Opens the snapshot of a store that a writer holds (see the `gate` module): its gate
+    /// taken shared, redb's last durable commit read without redb's lock, and the WAL replayed
+    /// over it in memory. The gate is held until the store is dropped.
+    fn open_snapshot(path: &Path) -> Result<Store, StoreError> {
+        let locked = || StoreError::Locked {
+            path: path.display().to_string(),
+        };
+        let wal_path = wal::wal_path(path);
+        let io = |e: std::io::Error| StoreError::Storage(format!("{}: {e}", wal_path.display()));
+        let gate = gate::Gate::for_reader(&wal_path)
+            .map_err(io)?
+            .ok_or_else(locked)?;
+        if !gate
+            .lock_within(gate::Mode::Shared, gate::READ_WAIT)
+            .map_err(io)?
+        {
+            return Err(locked());
+        }
+        let mut replay = wal::read(&wal_path)?;
+        if !replay.damaged.is_empty() {
+            // A frame the writer is writing right now can look damaged for an instant: a
+            // damaged frame is one that is still damaged a moment later.
+            std::thread::sleep(SNAPSHOT_REREAD_PAUSE);
+            replay = wal::read(&wal_path)?;
+        }
+        let db = Store::open_overlay(path, overlay::Locking::None)?;
+        Store::open_in_memory(path, db, replay, Some(gate))
+    }
+
+    /// Whether the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The WAL's damaged frames (a read-only open of a damaged WAL); empty otherwise.
+    pub fn damaged_frames(&self) -> &[DamagedFrame] {
+        &self.damaged
+    }
+
+    /// Re-inserts the WAL's records that redb lost in a crash (a record already present must be
+    /// identical), makes redb durable, and empties the WAL.
+    fn replay(&self, entries: Vec<WalEntry>) -> Result<(), StoreError> {
+        self.replay_records(&entries)?;
+        let mut wal = lock(&self.wal);
+        wal.as_mut()
+            .expect("a writable store has its WAL")
+            .restart()
+    }
+
+    /// Inserts the WAL's records into redb (in memory, for a read-only store) in one durable
+    /// commit.
+    fn replay_records(&self, entries: &[WalEntry]) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(StoreError::storage)?;
+        {
+            let mut sessions = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
+            let mut events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
+            let blocks = txn.open_table(BLOCKS).map_err(StoreError::storage)?;
+            // Replayed records come in seq order, so a WAL whose records were sealed before a
+            // crash decodes each block once (one reader per session key, in turn).
+            let labels: HashMap<u64, String> = entries
+                .iter()
+                .filter_map(|e| match e {
+                    WalEntry::Event { key, .. } => Some((*key, format!("session key {key}"))),
+                    WalEntry::Session { .. } => None,
+                })
+                .collect();
+            let mut sealed = None;
+            for entry in entries {
+                match entry {
+                    WalEntry::Session { record } => replay_session(&mut sessions, record)?,
+                    WalEntry::Event { key, seq, record } => {
+                        let reader = match &mut sealed {
+                            Some((k, reader)) if *k == *key => reader,
+                            slot => {
+                                let label = labels[key].as_str();
+                                &mut slot
+                                    .insert((*key, blocks::Sealed::new(&blocks, label, *key)))
+                                    .1
+                            }
+                        };
+                        replay_event(&mut events, reader, *key, *seq, record)?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(StoreError::storage)
+    }
+
+    /// Makes every redb commit so far durable and empties the WAL, the gate held exclusively.
+    fn make_durable(&self, wal: &mut Wal) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(StoreError::storage)?;
+        txn.commit().map_err(StoreError::storage)?;
+        wal.restart()
+    }
+
+    /// Makes redb durable under the gate, taken exclusively within `wait` (`None`: only if
+    /// it is free now). `Ok(false)` when snapshot readers kept it: nothing was made durable.
+    fn make_durable_gated(
+        &self,
+        wal: &mut Wal,
+        wait: Option<std::time::Duration>,
+    ) -> Result<bool, StoreError> {
+        let Some(gate) = &self.gate else {
+            return self.make_durable(wal).map(|()| true);
+        };
+        let taken = match wait {
+            None => gate.try_lock(gate::Mode::Exclusive),
+            Some(wait) => gate.lock_within(gate::Mode::Exclusive, wait),
+        }
+        .map_err(|e| StoreError::Storage(format!("the WAL's gate: {e}")))?;
+        if !taken {
+            return Ok(false);
+        }
+        let durable = self.make_durable(wal);
+        gate.unlock();
+        durable.map(|()| true)
+    }
+
+    /// Makes redb durable now, waiting for snapshot readers at most [`gate::OPEN_WAIT`];
+    /// then `Locked`, and nothing was made durable.
+    fn make_durable_waiting(&self, wal: &mut Wal) -> Result<(), StoreError> {
+        if self.make_durable_gated(wal, Some(gate::OPEN_WAIT))? {
+            return Ok(());
+        }
+        Err(StoreError::Locked {
+            path: self.path.display().to_string(),
+        })
+    }
+
+    /// Makes redb durable once the WAL has grown past [`wal::DURABLE_BYTES_MAX`], unless
+    /// snapshot readers hold the gate: then the WAL grows on, until
+    /// [`WAL_DEFERRED_BYTES_MAX`], past which the append waits for them (at most
+    /// [`gate::OPEN_WAIT`] per append).
+    fn make_durable_when_full(&self, wal: &mut Wal) -> Result<(), StoreError> {
+        let frames_bytes = wal.frames_len_bytes();
+        if frames_bytes <= wal::DURABLE_BYTES_MAX {
+            return Ok(());
+        }
+        let wait = (frames_bytes > WAL_DEFERRED_BYTES_MAX).then_some(gate::OPEN_WAIT);
+        self.make_durable_gated(wal, wait).map(|_| ())
+    }
+
+    fn init_tables(&self) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(StoreError::storage)?;
+        {
+            let mut meta = txn.open_table(META).map_err(StoreError::storage)?;
+            let existing = meta
+                .get(META_KEY)
+                .map_err(StoreError::storage)?
+                .map(|v| v.value().to_vec());
+            // A version 1 store is a valid version 2 store without blocks: its meta record
+            // is rewritten so that older builds, which do not read blocks, refuse it.
+            let current = match existing {
+                Some(bytes) => tables::check_meta(&bytes)? == tables::STORE_FORMAT_VERSION,
+                None => false,
+            };
+            if !current {
+                meta.insert(META_KEY, tables::encode_meta().as_slice())
+                    .map_err(StoreError::storage)?;
+            }
+            txn.open_table(SESSIONS).map_err(StoreError::storage)?;
+            txn.open_table(EVENTS).map_err(StoreError::storage)?;
+            txn.open_table(CHECKPOINTS).map_err(StoreError::storage)?;
+            txn.open_table(BLOCKS).map_err(StoreError::storage)?;
+        }
+        txn.commit().map_err(StoreError::storage)
+    }
+
+    /// The store's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                path: self.path.display().to_string(),
+            });
+        }
+        if self.poisoned.load(Ordering::SeqCst) {
+            return Err(StoreError::Poisoned);
+        }
+        Ok(())
+    }
+
+    /// Marks the store poisoned and forgets the in-memory folds, which may be ahead of disk.
+    fn poison(&self, error: impl std::fmt::Display) -> StoreError {
+        self.poisoned.store(true, Ordering::SeqCst);
+        lock(&self.sessions).clear();
+        StoreError::storage(error)
+    }
+
+    /// Whether an earlier failure stopped writes.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::SeqCst)
+    }
+
+    /// Creates a session from its V3 header. The header's id names the session.
+    pub fn create_session(&self, header: &SessionHeader) -> Result<(), StoreError> {
+        self.create_session_with(header, false)
+    }
+
+    /// Creates a session; `snapshot` marks a normalized dsh recording, whose rules admit
+    /// `{{placeholder}}` values (spec 18).
+    pub fn create_session_with(
+        &self,
+        header: &SessionHeader,
+        snapshot: bool,
+    ) -> Result<(), StoreError> {
+        self.check_new_session(header, snapshot)?;
+        let mut wal = lock(&self.wal);
+        let wal = wal.as_mut().expect("a writable store has its WAL");
+        match self.poison_on_panic("a session creation", || {
+            self.insert_session(wal, header, snapshot, Creation::Session)
+        }) {
+            Err(StoreError::Storage(message)) => Err(self.poison(message)),
+            other => other,
+        }
+    }
+
+    /// What every creation checks before it takes the write lock: a writable store, the
+    /// session-id rule, a valid V3 header.
+    fn check_new_session(&self, header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
+        self.check_writable()?;
+        check_new_header(header, snapshot)
+    }
+
+    /// Runs a write; a panic inside it (after admission advanced a warm fold, say) poisons the
+    /// store like an I/O failure, so that no later write builds on state the disk lacks, and is
+    /// returned as a storage error.
+    fn poison_on_panic<T>(
+        &self,
+        what: &str,
+        write: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(write)).unwrap_or_else(|panic| {
+            let detail = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(self.poison(format!("{what} panicked: {detail}")))
+        })
+    }
+
+    /// Stages the session record in a write transaction, makes it durable in the WAL (like an
+    /// append group), then commits the transaction to redb without durability. An existing
+    /// session is `SessionExists`, or `ImportInterrupted` when an import left it unfinished.
+    fn insert_session(
+        &self,
+        wal: &mut Wal,
+        header: &SessionHeader,
+        snapshot: bool,
+        creation: Creation,
+    ) -> Result<(), StoreError> {
+        self.written.store(true, Ordering::SeqCst);
+        let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
+        txn.set_durability(Durability::None)
+            .map_err(StoreError::storage)?;
+        let mut frame = FrameBuilder::default();
+        {
+            let mut sessions = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
+            if let Some(existing) = sessions
+                .get(header.id.as_str())
+                .map_err(StoreError::storage)?
+            {
+                let session = header.id.clone();
+                return Err(if tables::is_importing(existing.value()) {
+                    StoreError::ImportInterrupted { session }
+                } else {
+                    StoreError::SessionExists { session }
+                });
+            }
+            let key = sessions.len().map_err(StoreError::storage)?;
+            let record = tables::SessionRecord {
+                key,
+                snapshot,
+                importing: creation == Creation::Import,
+                header: header.clone(),
+            };
+            let bytes = tables::encode_session(&record);
+            sessions
+                .insert(header.id.as_str(), bytes.as_slice())
+                .map_err(StoreError::storage)?;
+            frame.push_session(&bytes);
+        }
+        // The transaction is dropped (aborted) if the WAL write fails: redb never sees it.
+        wal.append(frame)?;
+        if let Err(error) = txn.commit() {
+            // Keep the WAL from replaying a creation that was never acknowledged.
+            let _ = wal.invalidate_last_frame();
+            return Err(StoreError::storage(error));
+        }
+        self.make_durable_when_full(wal)?;
+        Ok(())
+    }
+
+    /// The ids of every session, in id order; the sessions of interrupted imports are not
+    /// sessions yet and are left out (see [`Store::interrupted_imports`]).
+    pub fn sessions(&self) -> Result<Vec<String>, StoreError> {
+        self.list_sessions(Listed::Sessions)
+    }
+
+    /// The ids of the sessions that imports created and did not finish, in id order.
+    pub fn interrupted_imports(&self) -> Result<Vec<String>, StoreError> {
+        self.list_sessions(Listed::InterruptedImports)
+    }
+
+    /// The ids of every stored session record, interrupted imports included (`verify`).
+    pub(crate) fn stored_sessions(&self) -> Result<Vec<String>, StoreError> {
+        self.list_sessions(Listed::All)
+    }
+
+    /// A session record that fails its crc is listed as a session: the readers and `verify`
+    /// report it, so it is never hidden.
+    fn list_sessions(&self, listed: Listed) -> Result<Vec<String>, StoreError> {
+        guard("listing sessions", || {
+            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            let table = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
+            let mut ids = Vec::new();
+            for entry in table.iter().map_err(StoreError::storage)? {
+                let (key, value) = entry.map_err(StoreError::storage)?;
+                let importing = tables::is_importing(value.value());
+                let keep = match listed {
+                    Listed::All => true,
+                    Listed::Sessions => !importing,
+                    Listed::InterruptedImports => importing,
+                };
+                if keep {
+                    ids.push(key.value().to_owned());
+                }
+            }
+            Ok(ids)
+        })
+    }
+
+    /// The session's header.
+    pub fn header(&self, session: &str) -> Result<SessionHeader, StoreError> {
+        let state = self.session_state(session)?;
+        let header = lock(&state).header.clone();
+        Ok(header)
+    }
+
+    /// Whether the session is a normalized dsh recording (spec 18).
+    pub fn is_snapshot(&self, session: &str) -> Result<bool, StoreError> {
+        let state = self.session_state(session)?;
+        let snapshot = lock(&state).snapshot;
+        Ok(snapshot)
+    }
+
+    /// The session's next seq and the chain hash at its head, for an auditor to pin.
+    pub fn head(&self, session: &str) -> Result<Head, StoreError> {
+        let state = self.session_state(session)?;
+        let head = lock(&state).head();
+        Ok(head)
+    }
+
+    /// Appends one batch and returns once it is durable.
+    pub fn append(
+        &self,
+        session: &str,
+        expected_next_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<AppendAck, StoreError> {
+        let request = AppendRequest {
+            session: session.to_owned(),
+            expected_next_seq,
+            events,
+        };
+        self.append_group(vec![request])
+            .pop()
+            .expect("one result per request")
+    }
+
+    /// Appends several batches in one durable commit (one fsync). Each batch is admitted or
+    /// refused on its own; a storage failure fails every batch of the group and poisons the
+    /// store.
+    pub fn append_group(&self, requests: Vec<AppendRequest>) -> Vec<Result<AppendAck, StoreError>> {
+        self.append_group_by(requests, Writer::Client)
+    }
+
+    /// [`Store::append_group`] on behalf of `writer`: only the import appends to the session
+    /// of an unfinished import.
+    fn append_group_by(
+        &self,
+        requests: Vec<AppendRequest>,
+        writer: Writer,
+    ) -> Vec<Result<AppendAck, StoreError>> {
+        if let Err(error) = self.check_writable() {
+            let refused = |_| {
+                Err(match &error {
+                    StoreError::ReadOnly { path } => StoreError::ReadOnly { path: path.clone() },
+                    _ => StoreError::Poisoned,
+                })
+            };
+            return requests.iter().map(refused).collect();
+        }
+        let mut wal = lock(&self.wal);
+        let wal = wal.as_mut().expect("a writable store has its WAL");
+        self.written.store(true, Ordering::SeqCst);
+        let n_requests = requests.len();
+        let written = self.poison_on_panic("an append group", || {
+            Ok(self.write_group(wal, requests, writer))
+        });
+        match written.unwrap_or_else(|error| Err((n_requests, error))) {
+            Ok(results) => results,
+            Err((n_requests, error)) => {
+                let message = error.to_string();
+                self.poison(&message);
+                (0..n_requests)
+                    .map(|_| Err(StoreError::Storage(message.clone())))
+                    .collect()
+            }
+        }
+    }
+
+    /// Stages every admitted batch in one write transaction, makes the group durable in the
+    /// WAL, then commits the transaction to redb (in memory until the next durable commit).
+    fn write_group(
+        &self,
+        wal: &mut Wal,
+        requests: Vec<AppendRequest>,
+        writer: Writer,
+    ) -> Result<Vec<Result<AppendAck, StoreError>>, (usize, StoreError)> {
+        let n_requests = requests.len();
+        let fail = |e: StoreError| (n_requests, e);
+        let mut txn = self
+            .db
+            .begin_write()
+            .map_err(|e| fail(StoreError::storage(e)))?;
+        txn.set_durability(Durability::None)
+            .map_err(|e| fail(StoreError::storage(e)))?;
+        let mut results = Vec::with_capacity(n_requests);
+        let mut frame = FrameBuilder::default();
+        let mut hints = Vec::new();
+        {
+            let mut events = txn
+                .open_table(EVENTS)
+                .map_err(|e| fail(StoreError::storage(e)))?;
+            let mut checkpoints = txn
+                .open_table(CHECKPOINTS)
+                .map_err(|e| fail(StoreError::storage(e)))?;
+            for request in requests {
+                let mut tables = GroupTables {
+                    events: &mut events,
+                    checkpoints: &mut checkpoints,
+                };
+                let staged = self.stage(request, writer, &mut tables, &mut frame, &mut hints);
+                match staged {
+                    Err(StoreError::Storage(message)) => {
+                        return Err(fail(StoreError::Storage(message)))
+                    }
+                    other => results.push(other),
+                }
+            }
+        }
+        if frame.is_empty() {
+            txn.abort().map_err(|e| fail(StoreError::storage(e)))?;
+            return Ok(results);
+        }
+        // The transaction is dropped (aborted) if the WAL write fails: redb never sees it.
+        wal.append(frame).map_err(fail)?;
+        if let Err(error) = txn.commit() {
+            // Keep the WAL from replaying a group that was never acknowledged.
+            let _ = wal.invalidate_last_frame();
+            return Err(fail(StoreError::storage(error)));
+        }
+        for hint in hints {
+            self.sealer.hint(hint);
+        }
+        self.make_durable_when_full(wal).map_err(fail)?;
+        Ok(results)
+    }
+
+    /// Admits one batch into its session's fold and inserts its records into the open
+    /// transaction; when a block's worth is pending, adds the session to `hints` for the
+    /// sealer (sent once the group is committed).
+    fn stage(
+        &self,
+        request: AppendRequest,
+        writer: Writer,
+        tables: &mut GroupTables<'_, '_>,
+        frame: &mut FrameBuilder,
+        hints: &mut Vec<Hint>,
+    ) -> Result<AppendAck, StoreError> {
+        let AppendRequest {
+            session,
+            expected_next_seq,
+            events: batch,
+        } = request;
+        if batch.len() > BATCH_EVENTS_MAX {
+            return Err(StoreError::BatchTooLarge {
+                session,
+                n_events: batch.len(),
+            });
+        }
+        let state = match writer {
+            Writer::Client => self.session_state(&session)?,
+            Writer::Import => self.import_state(&session)?,
+        };
+        let mut state = lock(&state);
+        let batch = admit_expected(&mut state.fold, &session, expected_next_seq, batch)?;
+        let mut chain = state.head_chain;
+        let mut buf = Vec::new();
+        for event in &batch {
+            buf.clear();
+            chain = record::encode_event(event, &chain, &mut buf).map_err(StoreError::storage)?;
+            tables
+                .events
+                .insert((state.key, event.seq), buf.as_slice())
+                .map_err(StoreError::storage)?;
+            frame.push(state.key, event.seq, &buf);
+            state.pending.add(buf.len());
+        }
+        state.head_chain = chain;
+        state.written = true;
+        let next_seq = state.fold.admission().next_seq();
+        if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
+            let bytes = state.encode_checkpoint()?;
+            tables
+                .checkpoints
+                .insert(state.key, bytes.as_slice())
+                .map_err(StoreError::storage)?;
+            state.checkpoint_next_seq = next_seq;
+        }
+        if state.pending.take_due() {
+            hints.push(Hint {
+                key: state.key,
+                session: session.clone(),
+                genesis: record::genesis_chain(&state.header),
+            });
+        }
+        Ok(AppendAck {
+            session,
+            first_seq: expected_next_seq,
+            next_seq,
+            head_chain: chain,
+        })
+    }
+
+    /// The in-memory state of a session, loading it on first use; the session of an
+    /// unfinished import is refused (`ImportInterrupted`).
+    fn session_state(&self, session: &str) -> Result<Arc<Mutex<SessionState>>, StoreError> {
+        let state = self.import_state(session)?;
+        if lock(&state).importing {
+            return Err(StoreError::ImportInterrupted {
+                session: session.to_owned(),
+            });
+        }
+        Ok(state)
+    }
+
+    /// The in-memory state of a session whatever its flags (the import's own path).
+    fn import_state(&self, session: &str) -> Result<Arc<Mutex<SessionState>>, StoreError> {
+        if let Some(state) = lock(&self.sessions).get(session) {
+            return Ok(Arc::clone(state));
+        }
+        let state = Arc::new(Mutex::new(self.load_session(session)?));
+        let mut sessions = lock(&self.sessions);
+        let entry = sessions.entry(session.to_owned()).or_insert(state);
+        Ok(Arc::clone(entry))
+    }
+
+    fn load_session(&self, session: &str) -> Result<SessionState, StoreError> {
+        guard("loading a session", || {
+            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            SessionState::load(&txn, session)
+        })
+    }
+
+    /// Events `from_seq..to_seq` (clamped to the head), checked record by record.
+    pub fn read_range(
+        &self,
+        session: &str,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let read = guard("reading events", || {
+            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            session::read_range(&txn, session, from_seq, to_seq)
+        });
+        // A range from the head or past it is empty, as on every backend: the record before
+        // it is absent because it was never written, which is not a corruption (issue #20).
+        // The head is asked only then, so a read of a damaged session's intact prefix never
+        // needs the whole session to load.
+        match read {
+            Err(error) => match self.head(session) {
+                Ok(head) if from_seq >= head.next_seq => Ok(Vec::new()),
+                _ => Err(error),
+            },
+            read => read,
+        }
+    }
+
+    /// The fold as of `at_seq` inclusive (`None`: the head).
+    pub fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
+        guard("folding a session", || {
+            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            session::fold_at(&txn, session, at_seq)
+        })
+    }
+
+    /// Runs `f` on the session's warm fold at its head (no copy of the fold is made).
+    pub fn with_fold<T>(
+        &self,
+        session: &str,
+        f: impl FnOnce(&SessionFold) -> T,
+    ) -> Result<T, StoreError> {
+        let state = self.session_state(session)?;
+        let state = lock(&state);
+        Ok(f(&state.fold))
+    }
+
+    /// Reads the raw database for verify.
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+}
+
+impl Drop for Store {
+    /// Makes redb durable and empties the WAL, so the next open has nothing to replay; then
+    /// gives the file's free pages back when many are free.
+    fn drop(&mut self) {
+        self.sealer.stop();
+        if self.read_only || self.is_poisoned() || !self.written.load(Ordering::SeqCst) {
+            return;
+        }
+        // Sealing, the durable commit, the compaction and redb's own close (which writes its
+        // allocator state) change the file under snapshot readers: they wait for the gate,
+        // held until the fields drop (the gate after the database). A reader that holds it
+        // past the wait is not waited for: the close goes on, and what that reader reads
+        // next may fail its checksums (it reports damage, never a wrong record).
+        if let Some(gate) = &self.gate {
+            let _ = gate.lock_within(gate::Mode::Exclusive, gate::CLOSE_WAIT);
+        }
+        // What the sealer had not reached yet, and the tail of every session written since the
+        // open (when it is worth a block): a closed store holds its records compressed.
+        // Sessions only read are left as they are.
+        let written: Vec<Hint> = lock(&self.sessions)
+            .iter()
+            .filter_map(|(session, state)| {
+                let state = lock(state);
+                state.written.then(|| Hint {
+                    key: state.key,
+                    session: session.clone(),
+                    genesis: record::genesis_chain(&state.header),
+                })
+            })
+            .collect();
+        for hint in &written {
+            let sealed = guard("sealing", || {
+                let tail_min = Some(sealer::TAIL_SEAL_BYTES_MIN);
+                sealer::seal_session(&self.db, hint, &self.sealed_bytes, tail_min)
+            });
+            if sealed.is_err() {
+                // Unsealed records are as good as sealed ones; the next open goes on.
+                break;
+            }
+        }
+        let durable = {
+            let mut wal = lock(&self.wal);
+            let wal = wal.as_mut().expect("a writable store has its WAL");
+            // A failure here leaves the WAL in place; the next open replays it.
+            let durable = self.make_durable(wal).is_ok();
+            if durable {
+                // A closed store keeps no preallocated WAL zeros on disk.
+                let _ = wal.cut_to_header();
+            }
+            durable
+        };
+        if durable {
+            // Compaction only moves pages between durable states; a failure loses nothing.
+            let _ = guard("compacting", || self.compact_if_sparse());
+        }
+    }
+}
+
+/// A clean close compacts the file when sealing moved at least this much since the open...
+const COMPACT_FREE_BYTES_MIN: u64 = 256 << 10;
+/// ...and that is at least this fraction (1/n) of the file.
+const COMPACT_FREE_FRACTION: u64 = 4;
+
+impl Store {
+    /// Compacts the redb file when sealing freed much of it: the records that moved into
+    /// blocks leave their pages behind, and redb reuses pages freed by a non-durable commit
+    /// only after a durable one, so a long write leaves up to a WAL's worth of them. The bytes
+    /// moved stand in for the pages freed: asking redb (`WriteTransaction::stats`) walks every
+    /// page of the file, which would make every close cost as much memory as the file.
+    fn compact_if_sparse(&mut self) -> Result<bool, StoreError> {
+        let file_bytes = std::fs::metadata(&self.path)
+            .map_err(StoreError::storage)?
+            .len();
+        let freed = self.sealed_bytes.load(Ordering::SeqCst);
+        if freed < COMPACT_FREE_BYTES_MIN || freed * COMPACT_FREE_FRACTION < file_bytes {
+            return Ok(false);
+        }
+        let Some(db) = Arc::get_mut(&mut self.db) else {
+            return Ok(false);
+        };
+        db.compact().map_err(StoreError::storage)
+    }
+}
+
+/// The refusal of a writable open of a WAL with a damaged frame.
+fn wal_damaged(wal_path: &Path, first: &DamagedFrame) -> StoreError {
+    StoreError::WalDamaged {
+        path: wal_path.display().to_string(),
+        summary: format!(
+            "frame {} at byte offset {} is damaged ({})",
+            first.frame_idx, first.offset_bytes, first.reason
+        ),
+    }
+}
+
+/// Checks that an opened redb file is a sessionlog store: it has the meta record, of a
+/// version this build reads. A foreign redb file or an empty database is refused.
+fn check_is_store(db: &Database) -> Result<(), StoreError> {
+    let txn = db.begin_read().map_err(StoreError::storage)?;
+    let meta = match txn.open_table(META) {
+        Ok(meta) => meta,
+        Err(redb::TableError::TableDoesNotExist(_)) => {
+            return Err(StoreError::Storage(
+                "it has no sessionlog meta table".into(),
+            ))
+        }
+        Err(e) => return Err(StoreError::storage(e)),
+    };
+    let bytes = meta
+        .get(META_KEY)
+        .map_err(StoreError::storage)?
+        .ok_or_else(|| StoreError::Storage("it has no sessionlog meta record".into()))?;
+    tables::check_meta(bytes.value()).map(|_| ())
+}
+
+/// Replays one logged session creation: an existing record must be identical, or be the
+/// record a finished import made of it (the logged record with its importing flag cleared,
+/// made durable in redb while the WAL still held the creation): the store is then ahead.
+fn replay_session(
+    sessions: &mut redb::Table<&str, &[u8]>,
+    record: &[u8],
+) -> Result<(), StoreError> {
+    let id = tables::session_record_id(record).map_err(|reason| StoreError::Corrupt {
+        reason: format!("WAL session record: {reason}"),
+    })?;
+    let finished = tables::with_import_finished(record);
+    let same = sessions
+        .get(id.as_str())
+        .map_err(StoreError::storage)?
+        .map(|v| v.value() == record || finished.as_deref() == Some(v.value()));
+    match same {
+        Some(true) => Ok(()),
+        Some(false) => Err(StoreError::Corrupt {
+            reason: format!("the WAL and the store disagree on the record of session {id}"),
+        }),
+        None => {
+            sessions
+                .insert(id.as_str(), record)
+                .map_err(StoreError::storage)?;
+            Ok(())
+        }
+    }
+}
+
+/// Who appends: the import alone may append to the session it is filling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    Client,
+    Import,
+}
+
+/// What a session creation makes: a session, or the unfinished session of an import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Creation {
+    Session,
+    Import,
+}
+
+/// Which session ids a listing returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    All,
+    Sessions,
+    InterruptedImports,
+}
+
+/// The tables one append group writes.
+struct GroupTables<'a, 't> {
+    events: &'a mut redb::Table<'t, (u64, u64), &'static [u8]>,
+    checkpoints: &'a mut redb::Table<'t, u64, &'static [u8]>,
+}
+
+/// The blocks table as a write transaction opens it.
+type BlocksTable<'t> = redb::Table<'t, (u64, u64, u32), &'static [u8]>;
+
+/// Replays one logged event record: an existing record (in the events table or sealed in a
+/// block) must be identical.
+fn replay_event(
+    events: &mut redb::Table<(u64, u64), &[u8]>,
+    sealed: &mut blocks::Sealed<'_, BlocksTable<'_>>,
+    key: u64,
+    seq: u64,
+    record: &[u8],
+) -> Result<(), StoreError> {
+    record::check_record_crc(record).map_err(|e| StoreError::Corrupt {
+        reason: format!("WAL record of seq {seq}: {e}"),
+    })?;
+    let mut same = events
+        .get((key, seq))
+        .map_err(StoreError::storage)?
+        .map(|v| v.value() == record);
+    if same.is_none() {
+        same = sealed.record(seq)?.map(|v| v == record);
+    }
+    match same {
+        Some(true) => Ok(()),
+        Some(false) => Err(StoreError::Corrupt {
+            reason: format!("the WAL and the store disagree on seq {seq} of session key {key}"),
+        }),
+        None => {
+            events
+                .insert((key, seq), record)
+                .map_err(StoreError::storage)?;
+            Ok(())
+        }
+    }
+}
+
+/// Runs `f`, turning a panic into [`StoreError::Corrupt`]. redb keeps no page checksums and
+/// panics on some damaged pages (a zero-filled tail, say); the corruption campaign
+/// (RELIABILITY.md) found this, and no damaged file may crash the engine.
+///
+/// The panic is not printed (no message, no backtrace on stderr): it becomes the error, which
+/// names what the store was doing. A panic hook installed once forwards every other panic to
+/// the hook that was there before.
+pub(crate) fn guard<T>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    quiet_panics_hook();
+    GUARDED.with(|depth| depth.set(depth.get() + 1));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARDED.with(|depth| depth.set(depth.get() - 1));
+    caught.unwrap_or_else(|panic| {
+        let detail = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(StoreError::Corrupt {
+            reason: format!("the database failed while {what}: {detail}"),
+        })
+    })
+}
+
+thread_local! {
+    /// How many [`guard`] calls this thread is inside: a panic there is caught and reported
+    /// as an error, so it is not printed.
+    static GUARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Installs (once) the panic hook that keeps guarded panics quiet.
+fn quiet_panics_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if GUARDED.with(|depth| depth.get()) == 0 {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Locks a mutex; a panic while it was held poisons it, and the data is still consistent
+/// because every mutation under these locks is completed or undone before unlocking.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

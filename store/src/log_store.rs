@@ -1,0 +1,456 @@
+//! `LogStore`: the storage surface every backend offers, and everything built on it.
+//!
+//! A backend keeps sessions as chains of the same records (`sessionlog_format::record`): the
+//! crc, the blake3 chain from the header's genesis, dense seqs. It admits every batch against
+//! the session's fold before writing any of it, and checks the caller's expected next seq
+//! (optimistic concurrency). The trait is synchronous (STYLE.md rule 37); async callers go
+//! through `log_service::LogService`.
+//!
+//! On top of the trait, with no knowledge of the backend: [`verify`] (every record, the
+//! chain, a fresh fold, the checkpoint) and [`copy_sessions`] (one backend to another, checked
+//! on arrival, as an import).
+//!
+//! Backends: the embedded redb [`crate::embedded::Store`] and [`crate::pg_store::PgStore`].
+
+use std::sync::Arc;
+
+use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
+use sessionlog_format::record::{self, ChainHash};
+use sessionlog_format::rules::RuleContext;
+use sessionlog_format::{Event, FormatVersion, SessionHeader};
+
+use crate::embedded::verify::{SessionReport, Walk};
+use crate::embedded::{AppendAck, AppendRequest, DamagedFrame, Head, StoreError};
+
+/// Events one range read returns at most, for callers that walk a whole session.
+pub const READ_EVENTS_MAX: u64 = 4096;
+
+/// A session's identity: its V3 header and whether it is a normalized recording.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    pub header: SessionHeader,
+    /// A normalized dsh recording (spec 18): its rules admit `{{placeholder}}` values.
+    pub snapshot: bool,
+}
+
+impl SessionInfo {
+    /// An empty fold of the session: its rules and its header's identity.
+    pub fn fold(&self) -> SessionFold {
+        let mut fold = SessionFold::new(self.context());
+        fold.set_identity(sessionlog_format::relations::Identity::of(&self.header));
+        fold
+    }
+
+    /// The rules the session's events follow.
+    pub fn context(&self) -> RuleContext {
+        RuleContext {
+            version: FormatVersion::V3,
+            snapshot: self.snapshot,
+        }
+    }
+}
+
+/// One stored record, as raw bytes, for checks that must see what is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRecord {
+    pub seq: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// The storage surface of a session log backend.
+///
+/// Every method is synchronous and may block on I/O.
+pub trait LogStore: Send + Sync {
+    /// A short name for logs and reports (`redb`, `postgres`).
+    fn backend_name(&self) -> &'static str;
+
+    /// Whether other processes may append to the same sessions (a shared database), so a
+    /// tail must also poll for heads it did not commit itself.
+    fn is_shared(&self) -> bool;
+
+    /// Creates a session from its V3 header (the header's id names it).
+    fn create_session(&self, header: &SessionHeader, snapshot: bool) -> Result<(), StoreError>;
+
+    /// Every session id, in id order; interrupted imports are not sessions and are left out.
+    fn sessions(&self) -> Result<Vec<String>, StoreError>;
+
+    /// The ids of the sessions an import created and did not finish, in id order: every
+    /// read of them is refused (`ImportInterrupted`), so a walk over [`LogStore::sessions`]
+    /// that skips them says so.
+    fn interrupted_imports(&self) -> Result<Vec<String>, StoreError>;
+
+    fn session_info(&self, session: &str) -> Result<SessionInfo, StoreError>;
+
+    /// The seq the next event gets and the chain hash of the last record.
+    fn head(&self, session: &str) -> Result<Head, StoreError>;
+
+    /// Appends one batch, all or nothing, once it is durable. A stale expected next seq is
+    /// [`StoreError::Conflict`]; an event that breaks a rule is [`StoreError::Rejected`].
+    fn append(&self, request: AppendRequest) -> Result<AppendAck, StoreError>;
+
+    /// Events `from_seq..to_seq` (clamped to the head), each record checked (crc, chain,
+    /// seq) on the way out.
+    fn read_range(
+        &self,
+        session: &str,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<Event>, StoreError>;
+
+    /// Records `from_seq..to_seq` as stored, unchecked, in seq order (gaps are visible as
+    /// missing seqs); at most [`READ_EVENTS_MAX`] of them, the first ones.
+    fn read_records(
+        &self,
+        session: &str,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<StoredRecord>, StoreError>;
+
+    /// The session's persisted fold checkpoint: `(next_seq, chain, checkpoint)`, `Ok(None)`
+    /// without one, `Some(Err(reason))` when it cannot be decoded.
+    fn checkpoint(&self, session: &str) -> Result<Option<StoredCheckpoint>, StoreError>;
+
+    /// The fold at `at_seq` inclusive (`None`: the head).
+    fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
+        fold_from_scratch(self, session, at_seq)
+    }
+
+    /// Whether [`LogStore::append_group`] commits a group at once (one fsync for every batch):
+    /// the async service then funnels appends through one writer task.
+    fn groups_commits(&self) -> bool {
+        false
+    }
+
+    /// Appends several batches, each admitted or refused on its own: one result per request,
+    /// in order. The default appends them one by one.
+    fn append_group(&self, requests: Vec<AppendRequest>) -> Vec<Result<AppendAck, StoreError>> {
+        requests.into_iter().map(|r| self.append(r)).collect()
+    }
+
+    /// Runs `f` on the session's fold at its head. The default folds a copy
+    /// ([`LogStore::fold_at`]); a backend with a warm fold lends it without a copy.
+    fn with_head_fold(
+        &self,
+        session: &str,
+        f: &mut dyn FnMut(&SessionFold),
+    ) -> Result<(), StoreError> {
+        let fold = self.fold_at(session, None)?;
+        f(&fold);
+        Ok(())
+    }
+
+    /// Appends `events` to `session` after `expected_next_seq`: [`LogStore::append`] of one
+    /// request.
+    fn append_events(
+        &self,
+        session: &str,
+        expected_next_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<AppendAck, StoreError> {
+        self.append(AppendRequest {
+            session: session.to_owned(),
+            expected_next_seq,
+            events,
+        })
+    }
+
+    /// Begins the import of a log with `header`, or resumes the one an earlier run left
+    /// unfinished: a new session is created flagged as importing, hidden from every reader
+    /// and writer but the import until [`LogStore::finish_import`]. A flagged session with
+    /// another header or snapshot mode is `ImportMismatch`; a finished one `SessionExists`.
+    /// Returns the session's head: a resuming import must find the session's events at the
+    /// start of its log (their chain ends at the head's) before it appends the rest.
+    fn begin_import(&self, header: &SessionHeader, snapshot: bool) -> Result<Head, StoreError>;
+
+    /// Appends one batch to the session of an import begun with [`LogStore::begin_import`],
+    /// under every admission rule: the one writer that may while the session is unfinished.
+    fn append_import(
+        &self,
+        session: &str,
+        expected_next_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<AppendAck, StoreError>;
+
+    /// Finishes an import: the session becomes a normal one, durably, so that no crash turns
+    /// it back. A finished session is left as it is.
+    fn finish_import(&self, session: &str) -> Result<(), StoreError>;
+
+    /// What the backend found damaged when it opened and left out of every read (the redb
+    /// store's damaged WAL frames); `verify` reports them as faults.
+    fn damaged_frames(&self) -> Vec<DamagedFrame> {
+        Vec::new()
+    }
+
+    /// Verifies the given sessions (every session when empty). The default walks
+    /// [`LogStore::read_records`]; a backend may add checks of its own storage.
+    fn verify(&self, sessions: &[String]) -> Result<Vec<SessionReport>, StoreError> {
+        verify(self, sessions)
+    }
+}
+
+/// Runs `f` on the head fold of `session` ([`LogStore::with_head_fold`]) and returns its value.
+pub fn with_fold<T>(
+    store: &dyn LogStore,
+    session: &str,
+    f: impl FnOnce(&SessionFold) -> T,
+) -> Result<T, StoreError> {
+    let mut f = Some(f);
+    let mut out = None;
+    store.with_head_fold(session, &mut |fold| {
+        if let Some(f) = f.take() {
+            out = Some(f(fold));
+        }
+    })?;
+    Ok(out.expect("with_head_fold calls its closure once on success"))
+}
+
+/// A decoded checkpoint, or why it could not be decoded.
+pub type StoredCheckpoint = Result<(u64, ChainHash, FoldCheckpoint), String>;
+
+/// Folds `session` from seq 0 through `at_seq` (the head when `None`) over range reads.
+pub fn fold_from_scratch<S: LogStore + ?Sized>(
+    store: &S,
+    session: &str,
+    at_seq: Option<u64>,
+) -> Result<SessionFold, StoreError> {
+    let info = store.session_info(session)?;
+    let head = store.head(session)?;
+    let end_seq = at_seq.map_or(head.next_seq, |at| at.saturating_add(1));
+    if end_seq > head.next_seq {
+        return Err(StoreError::SeqOutOfRange {
+            session: session.to_owned(),
+            seq: end_seq - 1,
+            next_seq: head.next_seq,
+        });
+    }
+    let mut fold = info.fold();
+    for_each_event(store, session, 0, end_seq, |event| {
+        let seq = event.seq;
+        fold.admit(Arc::new(event))
+            .map_err(|violation| StoreError::Corrupt {
+                reason: format!("{session}@{seq}: {violation}"),
+            })
+    })?;
+    debug_assert_eq!(fold.admission().next_seq(), end_seq);
+    Ok(fold)
+}
+
+/// Calls `f` with every event `from_seq..to_seq`, reading [`READ_EVENTS_MAX`] at a time.
+pub fn for_each_event<S: LogStore + ?Sized>(
+    store: &S,
+    session: &str,
+    from_seq: u64,
+    to_seq: u64,
+    mut f: impl FnMut(Event) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let mut next_seq = from_seq;
+    while next_seq < to_seq {
+        let end_seq = to_seq.min(next_seq.saturating_add(READ_EVENTS_MAX));
+        let events = store.read_range(session, next_seq, end_seq)?;
+        if events.is_empty() {
+            break;
+        }
+        for event in events {
+            assert_eq!(event.seq, next_seq, "range reads are dense");
+            next_seq += 1;
+            f(event)?;
+        }
+    }
+    Ok(())
+}
+
+/// `verify` over [`LogStore::read_records`]: per record the crc, the chain link, seq density,
+/// the body's decoding and every admission rule (a fold from scratch); per session the
+/// persisted checkpoint against the fresh fold. As in the redb verify, a fault does not stop
+/// the walk: the chain resyncs on the stored value, and the fold stops after a rule fault.
+pub fn verify<S: LogStore + ?Sized>(
+    store: &S,
+    sessions: &[String],
+) -> Result<Vec<SessionReport>, StoreError> {
+    let ids = if sessions.is_empty() {
+        store.sessions()?
+    } else {
+        sessions.to_vec()
+    };
+    ids.iter().map(|id| verify_session(store, id)).collect()
+}
+
+fn verify_session<S: LogStore + ?Sized>(
+    store: &S,
+    session: &str,
+) -> Result<SessionReport, StoreError> {
+    let info = match store.session_info(session) {
+        Ok(info) => info,
+        Err(StoreError::Corrupt { reason }) => return Ok(Walk::session_fault(session, reason)),
+        Err(other) => return Err(other),
+    };
+    let checkpoint = store.checkpoint(session)?;
+    let mut walk = Walk::new(
+        session,
+        record::genesis_chain(&info.header),
+        info.fold(),
+        &checkpoint,
+    );
+    let mut from_seq = 0;
+    loop {
+        let records = store.read_records(session, from_seq, u64::MAX)?;
+        let Some(last) = records.last() else { break };
+        from_seq = last.seq.saturating_add(1);
+        let n_records = records.len();
+        for stored in records {
+            walk.record(stored.seq, &stored.bytes);
+        }
+        if (n_records as u64) < READ_EVENTS_MAX || from_seq == u64::MAX {
+            break;
+        }
+    }
+    Ok(walk.finish(checkpoint))
+}
+
+/// What [`copy_sessions`] did with one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopiedSession {
+    pub session: String,
+    /// Events written to the target (0 when it already held them all).
+    pub copied_events: u64,
+    /// The session's events on the target after the copy.
+    pub events: u64,
+    /// The target's chain hash at the head, equal to the source's.
+    pub head_chain: ChainHash,
+    /// The target's verify report of the session.
+    pub report: SessionReport,
+}
+
+/// Progress of a copy: called after each committed batch with the session and its next seq.
+pub type CopyProgress<'a> = &'a mut dyn FnMut(&str, u64);
+
+/// Copies every session of `from` (or those named) to `to`, batch by batch, then verifies
+/// each on the target and compares its head chain with the source's. A session already on
+/// the target resumes after its last event when the target's chain at that seq equals the
+/// source's; any other difference is refused.
+pub fn copy_sessions(
+    from: &dyn LogStore,
+    to: &dyn LogStore,
+    sessions: &[String],
+    progress: CopyProgress<'_>,
+) -> Result<Vec<CopiedSession>, StoreError> {
+    let ids = if sessions.is_empty() {
+        from.sessions()?
+    } else {
+        sessions.to_vec()
+    };
+    ids.iter()
+        .map(|id| copy_session(from, to, id, progress))
+        .collect()
+}
+
+fn copy_session(
+    from: &dyn LogStore,
+    to: &dyn LogStore,
+    session: &str,
+    progress: CopyProgress<'_>,
+) -> Result<CopiedSession, StoreError> {
+    let info = from.session_info(session)?;
+    let source_head = from.head(session)?;
+    let start = target_start(from, to, session, &info, &source_head)?;
+    let mut next_seq = start.next_seq;
+    while next_seq < source_head.next_seq {
+        let end_seq = source_head
+            .next_seq
+            .min(next_seq.saturating_add(READ_EVENTS_MAX));
+        let events = from.read_range(session, next_seq, end_seq)?;
+        if events.is_empty() {
+            break;
+        }
+        let ack = if start.importing {
+            to.append_import(session, next_seq, events)?
+        } else {
+            to.append_events(session, next_seq, events)?
+        };
+        next_seq = ack.next_seq;
+        progress(session, next_seq);
+    }
+    if start.importing {
+        to.finish_import(session)?;
+    }
+    let target_head = to.head(session)?;
+    if target_head != source_head {
+        return Err(StoreError::Corrupt {
+            reason: format!(
+                "{session}@{}: the copy's head differs from the source's (next seq {} vs {})",
+                target_head.next_seq.saturating_sub(1),
+                target_head.next_seq,
+                source_head.next_seq
+            ),
+        });
+    }
+    let report = to
+        .verify(&[session.to_owned()])?
+        .pop()
+        .expect("one report per session");
+    Ok(CopiedSession {
+        session: session.to_owned(),
+        copied_events: next_seq - start.next_seq,
+        events: target_head.next_seq,
+        head_chain: target_head.chain,
+        report,
+    })
+}
+
+/// Where the copy of a session starts on the target.
+struct CopyStart {
+    next_seq: u64,
+    /// The target's session is an import this copy began (or resumes): it stays hidden until
+    /// the copy has appended its last event, so a copy cut short never looks whole.
+    importing: bool,
+}
+
+/// Where the copy of `session` starts on the target: a new session is created as an import
+/// (and an interrupted copy's import is resumed); a finished session on the target resumes
+/// after its last event. Either way the target must hold a prefix of the source: its chain at
+/// its last seq must be the source's.
+fn target_start(
+    from: &dyn LogStore,
+    to: &dyn LogStore,
+    session: &str,
+    info: &SessionInfo,
+    source_head: &Head,
+) -> Result<CopyStart, StoreError> {
+    let refused = |reason: String| StoreError::Corrupt {
+        reason: format!("{session}: the target already holds a different session: {reason}"),
+    };
+    let (target_head, importing) = match to.begin_import(&info.header, info.snapshot) {
+        Ok(held) => (held, true),
+        Err(StoreError::SessionExists { .. }) => {
+            let existing = to.session_info(session)?;
+            if existing != *info {
+                return Err(refused("its header differs".to_owned()));
+            }
+            (to.head(session)?, false)
+        }
+        Err(StoreError::ImportMismatch { reason, .. }) => return Err(refused(reason)),
+        Err(other) => return Err(other),
+    };
+    let start = CopyStart {
+        next_seq: target_head.next_seq,
+        importing,
+    };
+    let Some(last_seq) = target_head.next_seq.checked_sub(1) else {
+        return Ok(start);
+    };
+    if target_head.next_seq > source_head.next_seq {
+        return Err(refused(format!(
+            "it holds {} events and the source {}",
+            target_head.next_seq, source_head.next_seq
+        )));
+    }
+    let source = from.read_records(session, last_seq, last_seq + 1)?;
+    let source_chain = source
+        .first()
+        .and_then(|r| record::check_record_crc(&r.bytes).ok())
+        .map(|h| h.chain);
+    if source_chain != Some(target_head.chain) {
+        return Err(refused(format!("its chain at seq {last_seq} differs")));
+    }
+    Ok(start)
+}

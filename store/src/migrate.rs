@@ -1,0 +1,429 @@
+//! `migrate`: turn dsh logs into V3 successors, proven request-equivalent, published without
+//! ever touching the source or overwriting a file.
+//!
+//! A successor is written to a temporary file in its target directory, synced, linked into
+//! place (which fails if the name exists), and the directory is synced. A refusal or a failed
+//! proof publishes nothing.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use sessionlog_format::{
+    Compression, Event, FormatVersion, LogReader, LogWriter, ReadOptions, Recovery, SessionHeader,
+    SnapshotMode, WriterOptions,
+};
+use sessionlog_migrations::{
+    Catalog, Migrator, MigratorError, MigratorOptions, Refusal, StageOptions, Summary,
+};
+
+use crate::error::Error;
+use crate::files::{open_log, LogInput};
+use crate::publish::publish_new;
+
+/// Source events between two progress reports.
+const PROGRESS_EVENTS: u64 = 8192;
+
+/// Events per frame (and write) of a published successor.
+const WRITE_BATCH_EVENTS: usize = 4096;
+
+/// How `migrate` runs.
+#[derive(Debug, Clone, Default)]
+pub struct MigrateOptions {
+    /// Put successors under this directory instead of beside their sources.
+    pub out_dir: Option<PathBuf>,
+    /// Convert and prove, but write nothing.
+    pub dry_run: bool,
+    pub snapshot: SnapshotMode,
+    /// Skip the request-equivalence proof (`--no-verify`); on by default.
+    pub skip_proof: bool,
+}
+
+/// What happened to one source file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Converted {
+        /// `None` when the proof was skipped (`--no-verify`).
+        requests_proved: Option<u64>,
+    },
+    /// The source is already V3, or its successor exists.
+    Current,
+    /// Refused: the physical line (header = 1) when one is known, and the reason.
+    Refused { line: Option<u64>, reason: String },
+}
+
+/// One source file's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileOutcome {
+    pub source: PathBuf,
+    pub target: Option<PathBuf>,
+    pub from: Option<u64>,
+    pub to: u64,
+    pub outcome: Outcome,
+}
+
+/// Whether `name` is a session log generation name (spec 3.1 rule 1).
+pub fn is_generation_name(name: &str) -> bool {
+    let base = name.strip_suffix(".zstd").unwrap_or(name);
+    if base == "session.jsonl" {
+        return true;
+    }
+    let Some(number) = base
+        .strip_prefix("session.v")
+        .and_then(|r| r.strip_suffix(".jsonl"))
+    else {
+        return false;
+    };
+    !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) && !number.starts_with('0')
+}
+
+/// Migrates one source file to V3.
+pub fn migrate_file(source: &Path, relative: &Path, options: &MigrateOptions) -> FileOutcome {
+    migrate_file_observed(source, relative, options, &mut |_| {})
+}
+
+/// [`migrate_file`], calling `progress` with the number of source events read so far every
+/// few thousand events (for a progress display on large files).
+pub fn migrate_file_observed(
+    source: &Path,
+    relative: &Path,
+    options: &MigrateOptions,
+    progress: &mut dyn FnMut(u64),
+) -> FileOutcome {
+    let mut result = FileOutcome {
+        source: source.to_owned(),
+        target: None,
+        from: None,
+        to: FormatVersion::V3.number(),
+        outcome: Outcome::Current,
+    };
+    match convert(source, relative, options, &mut result, progress) {
+        Ok(outcome) => result.outcome = outcome,
+        Err(error) => result.outcome = refused_by(error),
+    }
+    result
+}
+
+fn refused_by(error: Error) -> Outcome {
+    match error {
+        Error::Read { source, .. } => match source.fault() {
+            Some(fault) => Outcome::Refused {
+                line: Some(fault.line),
+                reason: fault.message.clone(),
+            },
+            None => Outcome::Refused {
+                line: Some(1),
+                reason: source.to_string(),
+            },
+        },
+        other => Outcome::Refused {
+            line: None,
+            reason: format!("{other:#}"),
+        },
+    }
+}
+
+fn convert(
+    source: &Path,
+    relative: &Path,
+    options: &MigrateOptions,
+    result: &mut FileOutcome,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Outcome, Error> {
+    let read_options = ReadOptions {
+        recovery: Recovery::Strict,
+        snapshot: options.snapshot,
+    };
+    let reader = open_log(source, read_options)?;
+    let version = reader.version();
+    result.from = Some(version.number());
+    let compressed = reader.compressed();
+    let target = target_path(source, relative, options, compressed);
+    result.target = Some(if version == FormatVersion::V3 {
+        source.to_owned()
+    } else {
+        target.clone()
+    });
+    if version == FormatVersion::V3 || target.exists() {
+        return Ok(Outcome::Current);
+    }
+    let prove = !options.skip_proof;
+    let writer_options = WriterOptions {
+        compression: if compressed {
+            Compression::Zstd
+        } else {
+            Compression::None
+        },
+        snapshot: reader.snapshot(),
+    };
+    let migrated = if options.dry_run {
+        stream(reader, source, prove, progress, |_| Ok(Discard))?.map(|(summary, _)| summary)
+    } else {
+        publish(&target, |temp| {
+            stream(reader, source, prove, progress, |header| {
+                open_successor(temp, header, writer_options)
+            })
+        })?
+    };
+    Ok(match migrated {
+        Ok(summary) => Outcome::Converted {
+            requests_proved: summary.requests_proved,
+        },
+        Err(refused) => Outcome::Refused {
+            line: refused.line,
+            reason: refused.reason,
+        },
+    })
+}
+
+/// A refusal placed in its source file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The physical line (header = 1), when the refusal names an event or the header.
+    pub line: Option<u64>,
+    pub reason: String,
+}
+
+impl Refused {
+    /// The refusal as an error naming `path` and the line: `FILE:LINE: reason`.
+    pub fn into_error(self, path: &Path) -> Error {
+        let line = self.line.map(|l| format!(":{l}")).unwrap_or_default();
+        Error::Refused(format!("{}{line}: {}", path.display(), self.reason))
+    }
+}
+
+/// Streams an open log through the migrator into the writer `open` makes once the target
+/// header is known. The outer error is an I/O or read failure; the inner one a refusal.
+pub fn stream<S: Sink>(
+    mut reader: LogReader<LogInput>,
+    path: &Path,
+    prove: bool,
+    progress: &mut dyn FnMut(u64),
+    open: impl FnOnce(&SessionHeader) -> Result<S, Error>,
+) -> Result<Result<(Summary, S), Refused>, Error> {
+    let options = MigratorOptions {
+        stage: StageOptions {
+            snapshot: reader.snapshot(),
+        },
+        prove,
+    };
+    let (mut migrator, header) =
+        match Migrator::new(&Catalog::released(), reader.header().clone(), options) {
+            Ok(started) => started,
+            Err(MigratorError::Catalog(error)) => {
+                let reason = error.to_string();
+                return Ok(Err(Refused {
+                    line: Some(1),
+                    reason,
+                }));
+            }
+            Err(MigratorError::Refused(refusal)) => {
+                return Ok(Err(Refused {
+                    line: Some(1),
+                    reason: refusal.to_string(),
+                }))
+            }
+        };
+    let mut writer = open(&header)?;
+    let mut out = Vec::with_capacity(WRITE_BATCH_EVENTS);
+    let mut lines = LineMemo::default();
+    let mut read = 0u64;
+    let write = |writer: &mut S, out: &mut Vec<Event>| writer.take(out, path);
+    while let Some(next) = reader.next_event() {
+        let event = next.map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        lines.note(event.seq, reader.line());
+        if let Err(refusal) = migrator.push(event, &mut out) {
+            return Ok(Err(lines.place(&refusal, reader.version())));
+        }
+        if out.len() >= WRITE_BATCH_EVENTS {
+            write(&mut writer, &mut out)?;
+        }
+        read += 1;
+        if read.is_multiple_of(PROGRESS_EVENTS) {
+            progress(read);
+        }
+    }
+    let summary = match migrator.finish(&mut out) {
+        Ok(summary) => summary,
+        Err(refusal) => return Ok(Err(lines.place(&refusal, reader.version()))),
+    };
+    write(&mut writer, &mut out)?;
+    Ok(Ok((summary, writer)))
+}
+
+/// Where migrated events go: a log writer, a collection, a store, or nowhere (`--dry-run`).
+pub trait Sink {
+    /// Takes the events out of `events`, leaving it empty; `path` names the source in errors.
+    fn take(&mut self, events: &mut Vec<Event>, path: &Path) -> Result<(), Error>;
+}
+
+impl<W: Write> Sink for LogWriter<W> {
+    fn take(&mut self, events: &mut Vec<Event>, path: &Path) -> Result<(), Error> {
+        self.append_batch(events).map_err(|source| Error::Write {
+            path: path.to_owned(),
+            source,
+        })?;
+        events.clear();
+        Ok(())
+    }
+}
+
+/// The target header and events, in memory.
+struct Collected {
+    header: SessionHeader,
+    events: Vec<Event>,
+}
+
+impl Sink for Collected {
+    fn take(&mut self, events: &mut Vec<Event>, _path: &Path) -> Result<(), Error> {
+        self.events.append(events);
+        Ok(())
+    }
+}
+
+/// Keeps nothing; the migrator has admitted and proved the events already.
+pub struct Discard;
+
+impl Sink for Discard {
+    fn take(&mut self, events: &mut Vec<Event>, _path: &Path) -> Result<(), Error> {
+        events.clear();
+        Ok(())
+    }
+}
+
+/// The physical line of the event being migrated, for placing a refusal: the seq a refusal
+/// names is the current event's (whose line the reader reports) or, from a one-event-per-row
+/// log, any earlier one (line = seq + 2).
+#[derive(Debug, Default)]
+struct LineMemo {
+    current: Option<(u64, u64)>,
+}
+
+impl LineMemo {
+    fn note(&mut self, seq: u64, line: u64) {
+        self.current = Some((seq, line));
+    }
+
+    fn place(&self, refusal: &Refusal, version: FormatVersion) -> Refused {
+        let line = match (refusal.seq, self.current) {
+            (Some(seq), Some((current, line))) if seq == current => Some(line),
+            (Some(seq), _) if version >= FormatVersion::V2 => Some(seq + 2),
+            _ => None,
+        };
+        Refused {
+            line,
+            reason: refusal.to_string(),
+        }
+    }
+}
+
+fn target_path(
+    source: &Path,
+    relative: &Path,
+    options: &MigrateOptions,
+    compressed: bool,
+) -> PathBuf {
+    let name = FormatVersion::V3.file_name(compressed);
+    match &options.out_dir {
+        Some(dir) => match relative.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(parent) => dir.join(parent).join(name),
+            None => dir.join(name),
+        },
+        None => source.with_file_name(name),
+    }
+}
+
+/// Publishes the successor (see [`crate::publish`]): `write` streams it into the temporary
+/// file and ends with the writer. A refusal publishes nothing.
+fn publish(
+    target: &Path,
+    write: impl FnOnce(&Path) -> Result<Result<(Summary, LogWriter<BufWriter<File>>), Refused>, Error>,
+) -> Result<Result<Summary, Refused>, Error> {
+    if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    publish_new(target, "tmp", |temp| {
+        Ok(match write(temp)? {
+            Ok((summary, writer)) => {
+                let out = writer.into_inner().map_err(|e| Error::io(temp, e))?;
+                out.into_inner()
+                    .map_err(|e| Error::io(temp, e.into_error()))?;
+                Ok(summary)
+            }
+            Err(refused) => Err(refused),
+        })
+    })
+}
+
+fn open_successor(
+    temp: &Path,
+    header: &SessionHeader,
+    options: WriterOptions,
+) -> Result<LogWriter<BufWriter<File>>, Error> {
+    let file = File::options()
+        .write(true)
+        .create_new(true)
+        .open(temp)
+        .map_err(|e| Error::io(temp, e))?;
+    LogWriter::with_options(BufWriter::with_capacity(1 << 20, file), header, options)
+        .map_err(|e| Error::io(temp, e))
+}
+
+/// Reads a log of any migratable version and returns it as V3, in memory (nothing written):
+/// the header, the events, and whether it is a normalized recording.
+pub fn read_as_v3(
+    path: &Path,
+    snapshot: SnapshotMode,
+) -> Result<(SessionHeader, Vec<Event>, bool), Error> {
+    let reader = open_log(
+        path,
+        ReadOptions {
+            recovery: Recovery::Strict,
+            snapshot,
+        },
+    )?;
+    let snapshot = reader.snapshot();
+    let open = |header: &SessionHeader| {
+        Ok(Collected {
+            header: header.clone(),
+            events: Vec::new(),
+        })
+    };
+    match stream(reader, path, true, &mut |_| {}, open)? {
+        Ok((_, collected)) => Ok((collected.header, collected.events, snapshot)),
+        Err(refused) => Err(refused.into_error(path)),
+    }
+}
+
+/// Runs the in-memory migration of a readable older log for `check`: the refusal, if any, as
+/// a check error with the physical line (header = 1).
+pub fn migration_refusal(
+    path: &Path,
+    snapshot: SnapshotMode,
+) -> Result<(), crate::check::CheckError> {
+    let reader = open_log(
+        path,
+        ReadOptions {
+            recovery: Recovery::Strict,
+            snapshot,
+        },
+    )
+    .map_err(|e| migration_error(None, e.to_string()))?;
+    match stream(reader, path, true, &mut |_| {}, |_| Ok(Discard)) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(refused)) => Err(migration_error(refused.line, refused.reason)),
+        Err(error) => Err(migration_error(None, error.to_string())),
+    }
+}
+
+fn migration_error(line: Option<u64>, message: String) -> crate::check::CheckError {
+    crate::check::CheckError {
+        line: line.unwrap_or(0),
+        seq: None,
+        rule: "migration".to_owned(),
+        message,
+    }
+}

@@ -1,0 +1,238 @@
+//! Storage faults poison the store: the failing call reports a storage error, every later
+//! write is refused until the store is reopened, and reopening recovers exactly the last
+//! acknowledged state.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use redb::backends::FileBackend;
+use redb::StorageBackend;
+use sessionlog_store::embedded::{Store, StoreError, WalFile};
+
+use crate::support::*;
+
+/// Opens (or creates) `path` for reading and writing.
+fn open_rw(path: &std::path::Path) -> std::fs::File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap()
+}
+
+/// A file backend whose writes and syncs fail once `broken` is set.
+#[derive(Debug)]
+struct Breakable {
+    inner: FileBackend,
+    broken: Arc<AtomicBool>,
+}
+
+impl Breakable {
+    fn check(&self) -> Result<(), io::Error> {
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(io::Error::other("injected I/O failure"));
+        }
+        Ok(())
+    }
+}
+
+impl StorageBackend for Breakable {
+    fn len(&self) -> Result<u64, io::Error> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), io::Error> {
+        self.check()?;
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), io::Error> {
+        self.check()?;
+        self.inner.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
+        self.check()?;
+        self.inner.write(offset, data)
+    }
+}
+
+/// The store's real WAL file, whose writes and syncs fail once `broken` is set.
+struct BreakableWal {
+    file: std::fs::File,
+    broken: Arc<AtomicBool>,
+}
+
+impl BreakableWal {
+    fn check(&self) -> Result<(), io::Error> {
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(io::Error::other("injected WAL failure"));
+        }
+        Ok(())
+    }
+}
+
+impl WalFile for BreakableWal {
+    fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        self.file.read_all()
+    }
+    fn write_all_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.check()?;
+        self.file.write_all_at(offset, bytes)
+    }
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.check()?;
+        WalFile::set_len(&mut self.file, len)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.check()?;
+        WalFile::sync_data(&mut self.file)
+    }
+    fn sync_all(&mut self) -> io::Result<()> {
+        self.check()?;
+        WalFile::sync_all(&mut self.file)
+    }
+}
+
+// Goal: a failed WAL write (where creations and appends become durable) poisons the store;
+// later writes are refused; a reopen shows exactly what was acknowledged.
+#[test]
+fn wal_failure_poisons_until_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let broken = Arc::new(AtomicBool::new(false));
+    let backend = FileBackend::new(open_rw(&path)).unwrap();
+    let wal = BreakableWal {
+        file: open_rw(&path.with_extension("redb.wal")),
+        broken: Arc::clone(&broken),
+    };
+    let store = Store::open_with_backends(&path, backend, wal).unwrap();
+    store.create_session(&header("a")).unwrap();
+    let acked = store.append("a", 0, vec![title(0), title(1)]).unwrap();
+    broken.store(true, Ordering::SeqCst);
+    let failed = store.create_session(&header("b"));
+    assert!(matches!(failed, Err(StoreError::Storage(_))), "{failed:?}");
+    assert!(store.is_poisoned());
+    assert!(matches!(
+        store.append("a", 2, vec![title(2)]),
+        Err(StoreError::Poisoned)
+    ));
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.sessions().unwrap(), vec!["a".to_owned()]);
+    assert_eq!(store.head("a").unwrap().next_seq, acked.next_seq);
+    assert!(store.verify(&[]).unwrap().iter().all(|r| r.ok()));
+}
+
+// Goal: while redb's file refuses every write and sync, creations and appends are still
+// acknowledged (they are durable in the WAL), the close's durable commit fails without losing
+// them, and a reopen replays every one from the WAL.
+#[test]
+fn broken_store_file_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let file = open_rw(&path);
+    let broken = Arc::new(AtomicBool::new(false));
+    let backend = Breakable {
+        inner: FileBackend::new(file).unwrap(),
+        broken: Arc::clone(&broken),
+    };
+    let store = Store::open_with_backend(&path, backend).unwrap();
+    store.create_session(&header("a")).unwrap();
+    store.append("a", 0, vec![title(0), title(1)]).unwrap();
+    broken.store(true, Ordering::SeqCst);
+    store.create_session(&header("b")).unwrap();
+    let acked_a = store.append("a", 2, vec![title(2)]).unwrap();
+    let acked_b = store.append("b", 0, vec![title(0)]).unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(
+        store.sessions().unwrap(),
+        vec!["a".to_owned(), "b".to_owned()]
+    );
+    assert_eq!(store.head("a").unwrap().chain, acked_a.head_chain);
+    assert_eq!(store.head("b").unwrap().chain, acked_b.head_chain);
+    assert!(store.verify(&[]).unwrap().iter().all(|r| r.ok()));
+    store.append("a", 3, vec![title(3)]).unwrap();
+}
+
+/// The store's real WAL file, whose writes panic once `panics` is set: a bug inside an
+/// append group, after admission advanced the session's warm fold.
+struct PanickingWal {
+    file: std::fs::File,
+    panics: Arc<AtomicBool>,
+}
+
+impl WalFile for PanickingWal {
+    fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        self.file.read_all()
+    }
+    fn write_all_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        assert!(
+            !self.panics.load(Ordering::SeqCst),
+            "injected panic in a WAL write"
+        );
+        self.file.write_all_at(offset, bytes)
+    }
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        WalFile::set_len(&mut self.file, len)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        WalFile::sync_data(&mut self.file)
+    }
+    fn sync_all(&mut self) -> io::Result<()> {
+        WalFile::sync_all(&mut self.file)
+    }
+}
+
+// Goal: a panic inside an append group, after admission advanced the warm fold, poisons the
+// store: the panicking append is a storage error (the panic does not escape), the next append
+// is refused, nothing of the panicking batch is visible, and a reopen recovers exactly the
+// acknowledged state.
+// Method: a WAL file whose writes panic once told to; append, panic, append again, reopen.
+#[test]
+fn a_panic_in_an_append_group_poisons_until_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let panics = Arc::new(AtomicBool::new(false));
+    let backend = FileBackend::new(open_rw(&path)).unwrap();
+    let wal = PanickingWal {
+        file: open_rw(&path.with_extension("redb.wal")),
+        panics: Arc::clone(&panics),
+    };
+    let store = Store::open_with_backends(&path, backend, wal).unwrap();
+    store.create_session(&header("a")).unwrap();
+    let acked = store.append("a", 0, vec![title(0), title(1)]).unwrap();
+    panics.store(true, Ordering::SeqCst);
+    let failed = store.append("a", 2, vec![title(2)]);
+    match &failed {
+        Err(StoreError::Storage(message)) => assert!(message.contains("panicked"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(store.is_poisoned());
+    panics.store(false, Ordering::SeqCst);
+    assert!(matches!(
+        store.append("a", 2, vec![title(2)]),
+        Err(StoreError::Poisoned)
+    ));
+    assert!(matches!(
+        store.create_session(&header("b")),
+        Err(StoreError::Poisoned)
+    ));
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.head("a").unwrap(), acked_head(&acked));
+    assert!(store.verify(&[]).unwrap().iter().all(|r| r.ok()));
+    store.append("a", 2, vec![title(2)]).unwrap();
+}
+
+fn acked_head(ack: &sessionlog_store::embedded::AppendAck) -> sessionlog_store::embedded::Head {
+    sessionlog_store::embedded::Head {
+        next_seq: ack.next_seq,
+        chain: ack.head_chain,
+    }
+}
