@@ -9,14 +9,14 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use sessionlog_engine::agent::adapter::LlmAdapter;
-use sessionlog_engine::agent::deepseek::client::DeepSeekClient;
-use sessionlog_engine::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL};
-use sessionlog_engine::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
-use sessionlog_engine::agent::CancelToken;
-use sessionlog_engine::compaction::run::DEFAULT_RETAIN_TOKENS;
-use sessionlog_engine::compaction::{compact, compact_region, CompactionOptions};
-use sessionlog_engine::prompt::capability::{
+use sessionlog_agent::agent::adapter::LlmAdapter;
+use sessionlog_agent::agent::deepseek::client::DeepSeekClient;
+use sessionlog_agent::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL};
+use sessionlog_agent::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
+use sessionlog_agent::agent::CancelToken;
+use sessionlog_agent::compaction::run::DEFAULT_RETAIN_TOKENS;
+use sessionlog_agent::compaction::{compact, compact_region, CompactionOptions};
+use sessionlog_agent::prompt::capability::{
     Adapter, Catalog, PreparedCall, DEEPSEEK_FLASH, DEEPSEEK_PROVIDER,
 };
 

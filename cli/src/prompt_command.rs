@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 
+use sessionlog_agent::prompt::history::{history, PromptHistory};
 use sessionlog_engine::files::names_a_file;
-use sessionlog_engine::prompt::history::{history, PromptHistory};
 use sessionlog_engine::replay::SessionSource;
 
 use crate::commands::{Global, InputArgs};

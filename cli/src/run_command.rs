@@ -13,15 +13,15 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use sessionlog_engine::agent::adapter::LlmAdapter;
-use sessionlog_engine::agent::deepseek::client::DeepSeekClient;
-use sessionlog_engine::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL};
-use sessionlog_engine::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
-use sessionlog_engine::agent::turn::{Agent, ContextOptions};
-use sessionlog_engine::agent::CancelToken;
-use sessionlog_engine::compaction::trigger::CompactionPolicy;
-use sessionlog_engine::context::instructions::INSTRUCTIONS_BUDGET_BYTES;
-use sessionlog_engine::prompt::capability::{
+use sessionlog_agent::agent::adapter::LlmAdapter;
+use sessionlog_agent::agent::deepseek::client::DeepSeekClient;
+use sessionlog_agent::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL};
+use sessionlog_agent::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
+use sessionlog_agent::agent::turn::{Agent, ContextOptions};
+use sessionlog_agent::agent::CancelToken;
+use sessionlog_agent::compaction::trigger::CompactionPolicy;
+use sessionlog_agent::context::instructions::INSTRUCTIONS_BUDGET_BYTES;
+use sessionlog_agent::prompt::capability::{
     Adapter, Catalog, PreparedCall, DEEPSEEK_FLASH, DEEPSEEK_PROVIDER,
 };
 use sessionlog_engine::replay::SessionSource;

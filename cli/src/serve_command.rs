@@ -11,8 +11,8 @@ use serde_json::json;
 use sessionlog_engine::log_store::copy_sessions;
 use sessionlog_engine::open::{open_store, Access, Location};
 use sessionlog_engine::salvage::SKIPPED_IMPORT_REASON;
-use sessionlog_engine::server::{self, ServeConfig};
 use sessionlog_engine::store::default_path;
+use sessionlog_server::{self as server, ServeConfig};
 
 use crate::commands::Global;
 use crate::output::{hex, print_json, EXIT_FAULT, EXIT_OK};

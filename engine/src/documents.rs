@@ -3,10 +3,10 @@
 
 use serde_json::{json, Value};
 
-use crate::agent::deepseek::serialize::deepseek_row_body;
 use crate::inspect::FoldedSession;
 use crate::requests::{RequestReport, RequestRow, RequestSummary};
 use crate::store::verify::SessionReport;
+use crate::wire::deepseek_row_body;
 
 /// Lowercase hex of a hash, as `headHash` carries it.
 pub fn hex(bytes: &[u8]) -> String {

@@ -1,15 +1,15 @@
-//! The sessionlog engine: the consumers of the log, on top of the store crate.
+//! The sessionlog engine: the projections of the log and the operations on its sources, on
+//! top of the store crate.
 //!
 //! `sessionlog_store` keeps the log (the `LogStore` API on redb, PostgreSQL or memory, the
-//! replay driver, import and export); this crate reads and writes it:
-//! - the projections every view is built from: [`requests`] (every request the model saw and
-//!   its prefix reuse), [`meter`] (the token breakdown), [`show`] (the transcript),
-//!   [`inspect`] (messages and surface at a seq), [`prompt`]'s history, [`audit`], [`diff`],
-//!   and the `--json` [`documents`];
-//! - the agent stack, writing only through `LogStore`: [`agent`] (the loop and the LLM
-//!   adapters), [`prompt`], [`context`], [`compaction`];
-//! - [`server`]: the HTTP service over `LogService`;
-//! - [`demo`]: the main job as one function.
+//! replay driver, import and export); this crate reads it: [`requests`] (every request the
+//! model saw and its prefix reuse), [`wire`] (a request's DeepSeek wire body), [`meter`] (the
+//! token breakdown), [`show`] (the transcript), [`inspect`] (messages and surface at a seq,
+//! `check --db`), [`audit`], [`diff`], [`sources`] (message sources as the views name them),
+//! the `--json` [`documents`], and [`demo`] (the main job as one function). Each is a
+//! projection fed by the one replay driver, from a file of any version or a stored session
+//! of any backend. The agent stack (`sessionlog-agent`) and the HTTP service
+//! (`sessionlog-server`) sit on top of it.
 //!
 //! The store crate's modules are re-exported under the paths the CLI uses (`store` is
 //! `sessionlog_store::embedded`).
@@ -35,19 +35,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod agent;
 pub mod audit;
-pub mod compaction;
-pub mod context;
 pub mod demo;
 pub mod diff;
 pub mod documents;
 pub mod inspect;
 pub mod meter;
-pub mod prompt;
 pub mod requests;
-pub mod server;
 pub mod show;
+pub mod sources;
+pub mod wire;
 
 pub use error::Error;
 /// The embedded redb store.

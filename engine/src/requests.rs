@@ -97,7 +97,7 @@ pub struct Prefix {
 
 /// An injected message of a request (one whose source is neither the user, the model nor a
 /// tool): its position among the request's messages and its source label
-/// ([`crate::context::source_label`]).
+/// ([`crate::sources::source_label`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Injected {
     pub message_idx: usize,
@@ -458,9 +458,9 @@ impl RequestAnalyzer {
             .filter_map(|(message_idx, m)| {
                 let message = m.body.message()?;
                 let source = message.source.as_ref()?;
-                crate::context::is_injected(message).then(|| Injected {
+                crate::sources::is_injected(message).then(|| Injected {
                     message_idx,
-                    source: crate::context::source_label(source),
+                    source: crate::sources::source_label(source),
                 })
             })
             .collect();

@@ -37,9 +37,9 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use sessionlog_engine::log_service::LogService;
 use sessionlog_engine::pg_store::PgStore;
-use sessionlog_engine::server::{serve, ServerLimits, ServerOptions};
 use sessionlog_engine::store::Store;
 use sessionlog_format::{Event, EventType, FormatVersion, SessionHeader};
+use sessionlog_server::{serve, ServerLimits, ServerOptions};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

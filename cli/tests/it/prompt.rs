@@ -6,8 +6,8 @@ use std::path::Path;
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
-use sessionlog_engine::prompt::capability::{Adapter, Catalog, PreparedCall};
-use sessionlog_engine::prompt::step::{FinishInput, PromptLoop, StepInput};
+use sessionlog_agent::prompt::capability::{Adapter, Catalog, PreparedCall};
+use sessionlog_agent::prompt::step::{FinishInput, PromptLoop, StepInput};
 use sessionlog_engine::store::Store;
 use sessionlog_format::payload::CallConfig;
 use sessionlog_format::{ContentBlock, Extra, Message, SessionHeader, Source};

@@ -10,8 +10,8 @@ use std::thread;
 
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
-use sessionlog_engine::agent::replay::DEFAULT_ANSWER;
-use sessionlog_engine::agent::tools::PLAN_SECTION;
+use sessionlog_agent::agent::replay::DEFAULT_ANSWER;
+use sessionlog_agent::agent::tools::PLAN_SECTION;
 
 use crate::support::{stderr, stdout, write_file};
 

@@ -209,10 +209,10 @@ pub(super) fn describe_attachment(kind: &str, block: &AttachmentBlock) -> String
 
 /// The source kind, with the plugin's name for a plugin source and the form (or the
 /// instructions trigger, or the skill) of an injected message
-/// ([`crate::context::source_label`]).
+/// ([`crate::sources::source_label`]).
 pub(super) fn source_label(message: &Message) -> String {
     match &message.source {
-        Some(source) => crate::context::source_label(source),
+        Some(source) => crate::sources::source_label(source),
         None => String::new(),
     }
 }
