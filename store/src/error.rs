@@ -53,7 +53,7 @@ impl Error {
         match self {
             Error::Store(error) => error,
             Error::Refused(reason) => StoreError::Corrupt { reason },
-            other => StoreError::Storage(other.to_string()),
+            other => StoreError::Storage(crate::embedded::StorageFailure::caused_by(other)),
         }
     }
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 use sessionlog_format::{Event, SessionHeader};
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::embedded::{AppendAck, AppendRequest, Head, StoreError};
+use crate::embedded::{AppendAck, AppendRequest, Head, StorageFailure, StoreError};
 use crate::log_store::{LogStore, READ_EVENTS_MAX};
 use crate::open::{open_store, Access, Location};
 
@@ -99,7 +99,7 @@ impl LogService {
         let store = tokio::task::spawn_blocking(move || open_store(&location, Access::Write))
             .await
             .unwrap_or_else(|join| {
-                Err(StoreError::Storage(format!(
+                Err(StoreError::storage_message(format!(
                     "opening the store panicked: {join}"
                 )))
             })?;
@@ -154,7 +154,7 @@ impl LogService {
         })
         .await
         .unwrap_or_else(|join| {
-            Err(StoreError::Storage(format!(
+            Err(StoreError::storage_message(format!(
                 "a store task panicked: {join}"
             )))
         })
@@ -341,9 +341,9 @@ async fn writer_task(
             .await
             .unwrap_or_else(|join| {
                 // The store poisons itself on a panic inside the group (`poison_on_panic`).
-                let message = format!("the writer panicked: {join}");
+                let failure = StorageFailure::new(format!("the writer panicked: {join}"));
                 (0..n_replies)
-                    .map(|_| Err(StoreError::Storage(message.clone())))
+                    .map(|_| Err(StoreError::Storage(failure.clone())))
                     .collect()
             });
         for (reply, result) in replies.into_iter().zip(results) {

@@ -122,8 +122,9 @@ impl MemStore {
             let mut records = Vec::with_capacity(batch.len());
             for event in &batch {
                 let mut bytes = Vec::new();
-                chain = record::encode_event(event, &chain, &mut bytes)
-                    .map_err(|e| StoreError::Storage(e.to_string()))?;
+                chain = record::encode_event(event, &chain, &mut bytes).map_err(|e| {
+                    StoreError::Storage(crate::embedded::StorageFailure::caused_by(e))
+                })?;
                 records.push(bytes);
             }
             state.fold = fold;

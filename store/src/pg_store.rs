@@ -116,7 +116,8 @@ enum Writer {
 }
 
 fn pg_error(error: postgres::Error) -> StoreError {
-    StoreError::Storage(format!("postgres: {error}"))
+    let message = format!("postgres: {error}");
+    StoreError::Storage(crate::embedded::StorageFailure::with_source(message, error))
 }
 
 fn corrupt(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError {
@@ -324,7 +325,7 @@ impl PgStore {
         for event in &batch {
             let mut bytes = Vec::new();
             chain = record::encode_event(event, &chain, &mut bytes)
-                .map_err(|e| StoreError::Storage(e.to_string()))?;
+                .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?;
             records.push((event.seq, bytes));
         }
         let next_seq = state.fold.admission().next_seq();

@@ -15,8 +15,8 @@ use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, RE
 /// zstd level of checkpoint bodies (as the redb store writes them).
 const CHECKPOINT_ZSTD_LEVEL: i32 = 3;
 
-fn storage(error: impl std::fmt::Display) -> StoreError {
-    StoreError::Storage(error.to_string())
+fn storage(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Storage(crate::embedded::StorageFailure::caused_by(error))
 }
 
 impl LogStore for Store {

@@ -23,8 +23,8 @@ pub(crate) const BLOCKS: TableDefinition<(u64, u64, u32), &[u8]> = TableDefiniti
 /// Largest part of a block record: one part and its key fit in one 4 KiB redb leaf page.
 pub(crate) const BLOCK_PART_BYTES: usize = 4000;
 
-fn storage(error: impl std::fmt::Display) -> StoreError {
-    StoreError::Storage(error.to_string())
+fn storage(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Storage(crate::embedded::StorageFailure::caused_by(error))
 }
 
 pub(crate) fn corrupt(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError {

@@ -61,9 +61,10 @@ pub const READ_ONLY_CACHE_BYTES: usize = 8 << 20;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// A file or database operation failed; the store is now poisoned.
+    /// A file or database operation failed; the store is now poisoned. The failure keeps the
+    /// error underneath as its source.
     #[error("storage failure: {0}")]
-    Storage(String),
+    Storage(#[source] StorageFailure),
     /// Another open store holds the file's lock (another process, or this one).
     #[error("the store {path} is locked: another sessionlog process has it open")]
     Locked { path: String },
@@ -207,8 +208,80 @@ pub fn default_path() -> Option<PathBuf> {
 }
 
 impl StoreError {
-    fn storage(error: impl std::fmt::Display) -> StoreError {
-        StoreError::Storage(error.to_string())
+    fn storage(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        StoreError::Storage(StorageFailure::caused_by(error))
+    }
+
+    /// A storage failure with no error underneath.
+    pub fn storage_message(message: impl Into<String>) -> StoreError {
+        StoreError::Storage(StorageFailure::new(message))
+    }
+}
+
+/// What a storage failure says, and the error underneath when there is one (a redb, I/O or
+/// PostgreSQL error), so that a caller can walk the chain to it.
+#[derive(Debug, Clone)]
+pub struct StorageFailure {
+    message: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl StorageFailure {
+    /// A failure with no error underneath.
+    pub fn new(message: impl Into<String>) -> StorageFailure {
+        StorageFailure {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure caused by `error`; it says what `error` says.
+    pub fn caused_by(error: impl std::error::Error + Send + Sync + 'static) -> StorageFailure {
+        StorageFailure {
+            message: error.to_string(),
+            source: Some(Arc::new(error)),
+        }
+    }
+
+    /// A failure that says `message` (what failed, where) and keeps `error` underneath.
+    pub fn with_source(
+        message: impl Into<String>,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> StorageFailure {
+        StorageFailure {
+            message: message.into(),
+            source: Some(Arc::new(error)),
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for StorageFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StorageFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<String> for StorageFailure {
+    fn from(message: String) -> StorageFailure {
+        StorageFailure::new(message)
+    }
+}
+
+impl From<&str> for StorageFailure {
+    fn from(message: &str) -> StorageFailure {
+        StorageFailure::new(message)
     }
 }
 
@@ -330,10 +403,10 @@ impl Store {
     fn writer_gate(path: &Path) -> Result<gate::Gate, StoreError> {
         let wal_path = wal::wal_path(path);
         let gate = gate::Gate::for_writer(&wal_path)
-            .map_err(|e| StoreError::Storage(format!("{}: {e}", wal_path.display())))?;
+            .map_err(|e| StoreError::storage_message(format!("{}: {e}", wal_path.display())))?;
         let taken = gate
             .lock_within(gate::Mode::Exclusive, gate::OPEN_WAIT)
-            .map_err(|e| StoreError::Storage(format!("{}: {e}", wal_path.display())))?;
+            .map_err(|e| StoreError::storage_message(format!("{}: {e}", wal_path.display())))?;
         if !taken {
             return Err(StoreError::Locked {
                 path: path.display().to_string(),
@@ -450,7 +523,12 @@ impl Store {
                     path: path.display().to_string(),
                 })
             }
-            Err(e) => return Err(StoreError::Storage(format!("{}: {e}", path.display()))),
+            Err(e) => {
+                return Err(StoreError::storage_message(format!(
+                    "{}: {e}",
+                    path.display()
+                )))
+            }
         };
         if !metadata.is_file() {
             return Err(not_a_store("it is not a regular file".into()));
@@ -476,7 +554,7 @@ impl Store {
             reason,
         };
         let backend = overlay::OverlayBackend::open(path, locking)
-            .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
+            .map_err(|e| StoreError::storage_message(format!("{}: {e}", path.display())))?;
         let db = redb::Builder::new()
             .set_cache_size(READ_ONLY_CACHE_BYTES)
             .create_with_backend(backend)
@@ -491,7 +569,7 @@ impl Store {
                 other => not_a_store(other.to_string()),
             })?;
         check_is_store(&db).map_err(|e| match e {
-            StoreError::Storage(reason) => not_a_store(reason),
+            StoreError::Storage(reason) => not_a_store(reason.to_string()),
             other => other,
         })?;
         Ok(db)
@@ -518,7 +596,8 @@ impl Store {
             path: path.display().to_string(),
         };
         let wal_path = wal::wal_path(path);
-        let io = |e: std::io::Error| StoreError::Storage(format!("{}: {e}", wal_path.display()));
+        let io =
+            |e: std::io::Error| StoreError::storage_message(format!("{}: {e}", wal_path.display()));
         let gate = gate::Gate::for_reader(&wal_path)
             .map_err(io)?
             .ok_or_else(locked)?;
@@ -626,7 +705,7 @@ impl Store {
             None => gate.try_lock(gate::Mode::Exclusive),
             Some(wait) => gate.lock_within(gate::Mode::Exclusive, wait),
         }
-        .map_err(|e| StoreError::Storage(format!("the WAL's gate: {e}")))?;
+        .map_err(|e| StoreError::storage_message(format!("the WAL's gate: {e}")))?;
         if !taken {
             return Ok(false);
         }
@@ -703,10 +782,10 @@ impl Store {
     }
 
     /// Marks the store poisoned and forgets the in-memory folds, which may be ahead of disk.
-    fn poison(&self, error: impl std::fmt::Display) -> StoreError {
+    fn poison(&self, failure: impl Into<StorageFailure>) -> StoreError {
         self.poisoned.store(true, Ordering::SeqCst);
         lock(&self.sessions).clear();
-        StoreError::storage(error)
+        StoreError::Storage(failure.into())
     }
 
     /// Whether an earlier failure stopped writes.
@@ -924,10 +1003,13 @@ impl Store {
         match written.unwrap_or_else(|error| Err((n_requests, error))) {
             Ok(results) => results,
             Err((n_requests, error)) => {
-                let message = error.to_string();
-                self.poison(&message);
+                let failure = match error {
+                    StoreError::Storage(failure) => failure,
+                    other => StorageFailure::new(other.to_string()),
+                };
+                self.poison(failure.clone());
                 (0..n_requests)
-                    .map(|_| Err(StoreError::Storage(message.clone())))
+                    .map(|_| Err(StoreError::Storage(failure.clone())))
                     .collect()
             }
         }

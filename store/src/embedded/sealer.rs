@@ -30,8 +30,8 @@ pub(crate) const TAIL_SEAL_BYTES_MIN: usize = 64 << 10;
 use super::tables::EVENTS;
 use super::StoreError;
 
-fn storage(error: impl std::fmt::Display) -> StoreError {
-    StoreError::Storage(error.to_string())
+fn storage(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Storage(crate::embedded::StorageFailure::caused_by(error))
 }
 
 /// What a session appended since it was last hinted to the sealer.

@@ -55,8 +55,8 @@ pub(crate) fn context_of(record: &SessionRecord) -> RuleContext {
     }
 }
 
-fn storage(error: impl std::fmt::Display) -> StoreError {
-    StoreError::Storage(error.to_string())
+fn storage(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Storage(crate::embedded::StorageFailure::caused_by(error))
 }
 
 fn corrupt(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError {

@@ -97,7 +97,7 @@ impl Store {
             let txn = self
                 .db()
                 .begin_read()
-                .map_err(|e| StoreError::Storage(e.to_string()))?;
+                .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?;
             let mut reports = Vec::with_capacity(ids.len());
             let mut walked = TableCounts::default();
             for id in &ids {
@@ -131,8 +131,10 @@ fn verify_session(
     txn: &ReadTransaction,
     session: &str,
 ) -> Result<(SessionReport, TableCounts), StoreError> {
-    let storage = |e: redb::StorageError| StoreError::Storage(e.to_string());
-    let table = |e: redb::TableError| StoreError::Storage(e.to_string());
+    let storage =
+        |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
+    let table =
+        |e: redb::TableError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
     let mut counts = TableCounts::default();
     let record = match stored_session_record(txn, session) {
         Ok(record) => record,
@@ -212,10 +214,11 @@ fn add_wal_faults(
     if damaged.is_empty() {
         return Ok(());
     }
-    let storage = |e: redb::StorageError| StoreError::Storage(e.to_string());
+    let storage =
+        |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
     let sessions_table = txn
         .open_table(SESSIONS)
-        .map_err(|e| StoreError::Storage(e.to_string()))?;
+        .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?;
     let mut ids_by_key = HashMap::new();
     for entry in sessions_table.iter().map_err(storage)? {
         let (id, bytes) = entry.map_err(storage)?;
@@ -295,8 +298,10 @@ fn check_table_counts(
     reports: &mut [SessionReport],
 ) -> Result<(), StoreError> {
     use redb::ReadableTableMetadata;
-    let storage = |e: redb::StorageError| StoreError::Storage(e.to_string());
-    let table = |e: redb::TableError| StoreError::Storage(e.to_string());
+    let storage =
+        |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
+    let table =
+        |e: redb::TableError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
     let events = txn
         .open_table(EVENTS)
         .map_err(table)?
@@ -340,10 +345,10 @@ fn read_checkpoint(
 ) -> Result<Option<StoredCheckpoint>, StoreError> {
     let checkpoints = txn
         .open_table(CHECKPOINTS)
-        .map_err(|e| StoreError::Storage(e.to_string()))?;
+        .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?;
     let Some(bytes) = checkpoints
         .get(key)
-        .map_err(|e| StoreError::Storage(e.to_string()))?
+        .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?
     else {
         return Ok(None);
     };

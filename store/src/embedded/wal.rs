@@ -322,8 +322,9 @@ pub fn wal_path(store_path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn storage(path: &Path, error: impl std::fmt::Display) -> StoreError {
-    StoreError::Storage(format!("{}: {error}", path.display()))
+fn storage(path: &Path, error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    let message = format!("{}: {error}", path.display());
+    StoreError::Storage(super::StorageFailure::with_source(message, error))
 }
 
 /// Reads the WAL at `path` without changing or creating anything: what a read-only open
@@ -451,7 +452,7 @@ impl Wal {
             "frames start on a block"
         );
         if frame.len_bytes() > FRAME_BYTES_MAX {
-            return Err(StoreError::Storage(format!(
+            return Err(StoreError::storage_message(format!(
                 "an append group of {} bytes exceeds the WAL frame limit of {FRAME_BYTES_MAX}",
                 frame.len_bytes()
             )));

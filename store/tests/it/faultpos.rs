@@ -418,7 +418,7 @@ fn create(store: &Store, header: &SessionHeader, acked: &mut Acked) -> Result<()
 fn after_error(store: &Store, error: StoreError) -> StoreError {
     match &error {
         StoreError::Storage(message) => {
-            assert!(!message.is_empty());
+            assert!(!message.message().is_empty());
         }
         StoreError::Corrupt { .. } => {}
         other => panic!("an I/O fault surfaced as {other:?}"),

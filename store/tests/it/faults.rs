@@ -116,6 +116,13 @@ fn wal_failure_poisons_until_reopen() {
     broken.store(true, Ordering::SeqCst);
     let failed = store.create_session(&header("b"));
     assert!(matches!(failed, Err(StoreError::Storage(_))), "{failed:?}");
+    // The failure keeps the I/O error underneath, so a caller can walk the chain to it.
+    let failure = failed.err().unwrap();
+    let underneath = std::error::Error::source(&failure).and_then(std::error::Error::source);
+    assert!(
+        underneath.is_some_and(|e| e.downcast_ref::<std::io::Error>().is_some()),
+        "{failure:?}"
+    );
     assert!(store.is_poisoned());
     assert!(matches!(
         store.append("a", 2, vec![title(2)]),
@@ -210,7 +217,9 @@ fn a_panic_in_an_append_group_poisons_until_reopen() {
     panics.store(true, Ordering::SeqCst);
     let failed = store.append("a", 2, vec![title(2)]);
     match &failed {
-        Err(StoreError::Storage(message)) => assert!(message.contains("panicked"), "{message}"),
+        Err(StoreError::Storage(message)) => {
+            assert!(message.message().contains("panicked"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
     assert!(store.is_poisoned());
