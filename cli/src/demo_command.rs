@@ -5,18 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
-use sessionlog_engine::audit::{audit_file, session_files, totals};
-use sessionlog_engine::demo::{current_files, write_root};
-use sessionlog_engine::migrate::{migrate_file, MigrateOptions, Outcome};
-use sessionlog_engine::replay::SessionSource;
-use sessionlog_engine::requests::{requests, RequestOptions};
-use sessionlog_engine::store::Store;
-use sessionlog_engine::transfer::import_file;
-use sessionlog_format::SnapshotMode;
+use sessionlog_engine::demo::{run, DemoStep};
 
 use crate::commands::Global;
 use crate::output::{hex, print_json, EXIT_FAULT, EXIT_OK};
@@ -31,133 +23,53 @@ pub(crate) struct DemoArgs {
     events: u64,
 }
 
-/// The session whose requests the demo shows.
-const SHOWN_SESSION_DIR: &str = "demo-v3-raw";
-
+/// Runs the engine's main job and prints each step as it ends.
 pub(crate) fn demo(global: Global, args: DemoArgs) -> anyhow::Result<ExitCode> {
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
-        None => fresh_dir()?,
+        None => fresh_dir(),
     };
-    if dir.exists() && dir.read_dir()?.next().is_some() {
-        anyhow::bail!(
-            "{} is not empty; the demo writes only into a new directory",
-            dir.display()
-        );
-    }
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let root = dir.join("root");
-    let store_path = dir.join("sessions.redb");
-    let say = |text: &str| {
-        if !global.json && !global.quiet {
-            println!("{text}");
+    let talk = !global.json && !global.quiet;
+    if talk {
+        println!("== generate a dsh session root under {}", root.display());
+    }
+    let mut on_step = |step: DemoStep<'_>| {
+        if talk {
+            // A failed print of a progress line is not the demo failing.
+            let _ = print_step(&root, &dir, step);
         }
     };
-
-    say(&format!(
-        "== generate a dsh session root under {}",
-        root.display()
-    ));
-    let files = write_root(&root, args.events, &mut |path| {
-        say(&format!("  wrote {}", relative(&root, path)));
-    })?;
-
-    say("== migrate every older log to a proven V3 successor beside it");
-    let mut outcomes = Vec::new();
-    for file in &files {
-        let name = PathBuf::from(relative(&root, file));
-        outcomes.push(migrate_file(file, &name, &MigrateOptions::default()));
-    }
-    if !global.json && !global.quiet {
-        crate::migrate_command::print_table(&outcomes, false);
-    }
-    let refused = outcomes
-        .iter()
-        .any(|o| matches!(o.outcome, Outcome::Refused { .. }));
-
-    say(&format!(
-        "== import into the store {}",
-        store_path.display()
-    ));
-    let store = Store::open(&store_path)
-        .with_context(|| format!("cannot open the store {}", store_path.display()))?;
-    let mut shown = None;
-    for file in current_files(&files) {
-        let report = import_file(&store, &file, SnapshotMode::Auto, &mut |_| {})
-            .with_context(|| format!("cannot import {}", file.display()))?;
-        say(&format!(
-            "  imported {} ({} events)",
-            report.session, report.events
-        ));
-        if file
-            .parent()
-            .is_some_and(|p| p.ends_with(SHOWN_SESSION_DIR))
-        {
-            shown = Some(report.session.clone());
-        }
-    }
-
-    say("== verify the store");
-    let verified = store.verify(&[])?;
-    for report in &verified {
-        let status = if report.ok() { "ok" } else { "FAULT" };
-        say(&format!(
-            "  {}: {status} ({} events, head {})",
-            report.session,
-            report.events,
-            hex(&report.head_chain)
-        ));
-    }
-    let store_ok = verified.iter().all(|r| r.ok());
-
-    say("== audit the root");
-    let rows: Vec<_> = session_files(&root)?
-        .files
-        .iter()
-        .map(|(file, relative)| audit_file(file, relative, SnapshotMode::Auto))
-        .collect();
-    let totals = totals(&rows);
-    if !global.json && !global.quiet {
-        crate::audit_command::print_table(&rows)?;
-        println!("{}", crate::audit_command::totals_line(&totals));
-    }
-
-    let session = shown.context("the demo root has its V3 session")?;
-    say(&format!("== requests and cache prefixes of {session}"));
-    let report = requests(
-        SessionSource::Store {
-            store: &store,
-            session: &session,
-        },
-        RequestOptions::default(),
-    )?;
-    if !global.json && !global.quiet {
+    let report = run(&dir, args.events, &mut on_step)?;
+    let session = &report.shown_session;
+    if talk {
+        println!("== requests and cache prefixes of {session}");
         // The whole table is `sessionlog requests`; the demo keeps the first request and
         // every request whose prefix broke, which is where the story is.
-        let mut shown_report = report.clone();
-        shown_report
+        let mut shown = report.requests.clone();
+        shown
             .requests
             .retain(|row| row.index == 0 || row.prefix.broken_by.is_some());
-        let omitted = report.requests.len() - shown_report.requests.len();
+        let omitted = report.requests.requests.len() - shown.requests.len();
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        crate::requests_command::write_table(&mut out, &shown_report)?;
+        crate::requests_command::write_table(&mut out, &shown)?;
         std::io::Write::flush(&mut out)?;
         println!(
             "({omitted} requests that kept the whole previous prefix are not shown; \
              `sessionlog --db {} requests {session}` lists all)",
-            store_path.display()
+            report.store.display()
         );
     }
-
-    let ok = !refused && store_ok && totals.corrupt == 0 && totals.refused == 0;
+    let ok = report.ok();
     if global.json {
+        let totals = &report.totals;
         print_json(&json!({
             "dir": dir.display().to_string(),
-            "root": root.display().to_string(),
-            "store": store_path.display().to_string(),
-            "files": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
-            "sessions": verified.len(),
-            "verified": store_ok,
+            "root": report.root.display().to_string(),
+            "store": report.store.display().to_string(),
+            "files": report.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+            "sessions": report.verified.len(),
+            "verified": report.verified.iter().all(|r| r.ok()),
             "audit": {
                 "sessions": totals.sessions,
                 "ok": totals.ok,
@@ -169,24 +81,59 @@ pub(crate) fn demo(global: Global, args: DemoArgs) -> anyhow::Result<ExitCode> {
         }))?;
     } else {
         println!();
-        println!("store written to {}", store_path.display());
-        println!("session root at  {}", root.display());
+        println!("store written to {}", report.store.display());
+        println!("session root at  {}", report.root.display());
         println!(
             "explore: sessionlog --db {} show {session}",
-            store_path.display()
+            report.store.display()
         );
     }
     Ok(ExitCode::from(if ok { EXIT_OK } else { EXIT_FAULT }))
 }
 
+/// One step's lines, with the tables of `migrate` and `audit`.
+fn print_step(root: &Path, dir: &Path, step: DemoStep<'_>) -> anyhow::Result<()> {
+    match step {
+        DemoStep::Wrote(path) => println!("  wrote {}", relative(root, path)),
+        DemoStep::Migrated(outcomes) => {
+            println!("== migrate every older log to a proven V3 successor beside it");
+            crate::migrate_command::print_table(outcomes, false);
+            println!(
+                "== import into the store {}",
+                dir.join("sessions.redb").display()
+            );
+        }
+        DemoStep::Imported(report) => {
+            println!("  imported {} ({} events)", report.session, report.events)
+        }
+        DemoStep::Verified(reports) => {
+            println!("== verify the store");
+            for report in reports {
+                let status = if report.ok() { "ok" } else { "FAULT" };
+                println!(
+                    "  {}: {status} ({} events, head {})",
+                    report.session,
+                    report.events,
+                    hex(&report.head_chain)
+                );
+            }
+        }
+        DemoStep::Audited(rows, totals) => {
+            println!("== audit the root");
+            crate::audit_command::print_table(rows)?;
+            println!("{}", crate::audit_command::totals_line(totals));
+        }
+    }
+    Ok(())
+}
+
 /// A new, uniquely named directory under the system temp directory (not created yet).
-fn fresh_dir() -> anyhow::Result<PathBuf> {
+fn fresh_dir() -> PathBuf {
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!("sessionlog-demo-{}-{stamp}", std::process::id()));
-    Ok(dir)
+    std::env::temp_dir().join(format!("sessionlog-demo-{}-{stamp}", std::process::id()))
 }
 
 fn relative(root: &Path, path: &Path) -> String {

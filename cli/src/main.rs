@@ -29,6 +29,7 @@ use crate::commands::Cli;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     match commands::run(cli) {
         Ok(code) => code,
@@ -38,4 +39,25 @@ fn main() -> ExitCode {
             ExitCode::from(output::exit_code_of(&error))
         }
     }
+}
+
+/// A reader that closes stdout early (`| head`) ends a view quietly, with success: `println!`
+/// panics on a closed pipe (Rust ignores SIGPIPE), so the hook turns exactly that panic into
+/// exit 0 and leaves every other panic to the default hook. Commands whose output must be
+/// whole (`export -o -`) write through `io::Write` and report the closed pipe as a failure.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        // EPIPE is os error 32 on the platforms we build for.
+        if text.starts_with("failed printing to stdout") && text.contains("(os error 32)") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }

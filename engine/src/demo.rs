@@ -8,10 +8,20 @@
 use std::path::{Path, PathBuf};
 
 use sessionlog_format::gen::GenOptions;
-use sessionlog_format::{Compression, FormatVersion};
+use sessionlog_format::{Compression, FormatVersion, SnapshotMode};
 
+use crate::audit::{audit_file, session_files, totals, AuditRow, AuditTotals};
 use crate::error::Error;
 use crate::generate::generate_file;
+use crate::migrate::{migrate_file, FileOutcome, MigrateOptions, Outcome};
+use crate::open::{open_store, Access, Location};
+use crate::replay::SessionSource;
+use crate::requests::{requests, RequestOptions, RequestReport};
+use crate::store::verify::SessionReport;
+use crate::transfer::{import_file, ImportReport};
+
+/// The session whose requests the demo reports.
+pub const SHOWN_SESSION_DIR: &str = "demo-v3-raw";
 
 /// One session of the demo root: its version, compression and size relative to the base.
 struct Planned {
@@ -99,6 +109,126 @@ pub fn current_files(files: &[PathBuf]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// What the main job did, step by step: what `sessionlog demo` prints.
+#[derive(Debug)]
+pub struct DemoReport {
+    pub root: PathBuf,
+    pub store: PathBuf,
+    /// The generated session files, in plan order.
+    pub files: Vec<PathBuf>,
+    pub migrated: Vec<FileOutcome>,
+    pub imported: Vec<ImportReport>,
+    pub verified: Vec<SessionReport>,
+    pub audit: Vec<AuditRow>,
+    pub totals: AuditTotals,
+    /// The V3 session whose requests are reported, and its requests.
+    pub shown_session: String,
+    pub requests: RequestReport,
+}
+
+impl DemoReport {
+    /// Whether every step succeeded: nothing refused, the store verifies, the audit is clean.
+    pub fn ok(&self) -> bool {
+        let refused = self
+            .migrated
+            .iter()
+            .any(|o| matches!(o.outcome, Outcome::Refused { .. }));
+        !refused
+            && self.verified.iter().all(SessionReport::ok)
+            && self.totals.corrupt == 0
+            && self.totals.refused == 0
+    }
+}
+
+/// A step of [`run`], told as it ends (the CLI prints each).
+#[derive(Debug)]
+pub enum DemoStep<'a> {
+    /// A session file of the root was written.
+    Wrote(&'a Path),
+    Migrated(&'a [FileOutcome]),
+    /// One current-version file was imported into the store.
+    Imported(&'a ImportReport),
+    Verified(&'a [SessionReport]),
+    Audited(&'a [AuditRow], &'a AuditTotals),
+}
+
+/// The main job in `dir` (which must be new or empty): writes the demo root
+/// (`dir/root`, [`write_root`]), migrates every older log to a proven V3 successor beside it,
+/// imports the current files into a new embedded store (`dir/sessions.redb`), verifies the
+/// store, audits the root, and rebuilds the requests of the [`SHOWN_SESSION_DIR`] session.
+pub fn run(
+    dir: &Path,
+    base_events: u64,
+    step: &mut dyn FnMut(DemoStep<'_>),
+) -> Result<DemoReport, Error> {
+    if dir.exists()
+        && dir
+            .read_dir()
+            .map_err(|e| Error::io(dir, e))?
+            .next()
+            .is_some()
+    {
+        return Err(Error::Refused(format!(
+            "{} is not empty; the demo writes only into a new directory",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let root = dir.join("root");
+    let store_path = dir.join("sessions.redb");
+    let files = write_root(&root, base_events, &mut |path| step(DemoStep::Wrote(path)))?;
+    let migrated: Vec<FileOutcome> = files
+        .iter()
+        .map(|file| {
+            let name = file.strip_prefix(&root).unwrap_or(file);
+            migrate_file(file, name, &MigrateOptions::default())
+        })
+        .collect();
+    step(DemoStep::Migrated(&migrated));
+    let store = open_store(&Location::Redb(store_path.clone()), Access::Write)?;
+    let mut imported = Vec::new();
+    let mut shown_session = None;
+    for file in current_files(&files) {
+        let report = import_file(store.as_ref(), &file, SnapshotMode::Auto, &mut |_| {})?;
+        step(DemoStep::Imported(&report));
+        if file
+            .parent()
+            .is_some_and(|p| p.ends_with(SHOWN_SESSION_DIR))
+        {
+            shown_session = Some(report.session.clone());
+        }
+        imported.push(report);
+    }
+    let verified = store.verify(&[])?;
+    step(DemoStep::Verified(&verified));
+    let audit: Vec<AuditRow> = session_files(&root)?
+        .files
+        .iter()
+        .map(|(file, relative)| audit_file(file, relative, SnapshotMode::Auto))
+        .collect();
+    let totals = totals(&audit);
+    step(DemoStep::Audited(&audit, &totals));
+    let shown_session = shown_session
+        .ok_or_else(|| Error::Refused("the demo root has no V3 session to show".into()))?;
+    let source = SessionSource::Store {
+        store: store.as_ref(),
+        session: &shown_session,
+    };
+    let requests = requests(source, RequestOptions::default())?;
+    Ok(DemoReport {
+        root,
+        store: store_path,
+        files,
+        migrated,
+        imported,
+        verified,
+        audit,
+        totals,
+        shown_session,
+        requests,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +258,34 @@ mod tests {
         assert!(current[0].ends_with("demo-v0-chunks/session.v3.jsonl"));
         assert!(current[1].ends_with("demo-v2-zstd/session.v3.jsonl.zstd"));
         assert_eq!(current[3], files[3]);
+    }
+
+    // Goal: the main job runs end to end as a library call: every step is told, the store
+    // verifies, the audit is clean, and the shown session has requests.
+    // Method: run it on a small root in a temporary directory; a second run in the same
+    // (now non-empty) directory is refused.
+    #[test]
+    fn run_reports_every_step() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("demo");
+        let mut steps = Vec::new();
+        let report = run(&dir, 40, &mut |step| {
+            steps.push(match step {
+                DemoStep::Wrote(_) => "wrote",
+                DemoStep::Migrated(_) => "migrated",
+                DemoStep::Imported(_) => "imported",
+                DemoStep::Verified(_) => "verified",
+                DemoStep::Audited(..) => "audited",
+            })
+        })
+        .unwrap();
+        assert!(report.ok());
+        assert_eq!(report.files.len(), PLAN.len());
+        assert_eq!(report.imported.len(), PLAN.len());
+        assert_eq!(report.verified.len(), PLAN.len());
+        assert!(!report.requests.requests.is_empty());
+        assert_eq!(steps.iter().filter(|s| **s == "wrote").count(), PLAN.len());
+        assert_eq!(steps.last(), Some(&"audited"));
+        assert!(run(&dir, 40, &mut |_| {}).is_err());
     }
 }

@@ -190,3 +190,23 @@ fn demo_runs_end_to_end() {
         stderr(&again)
     );
 }
+
+// Goal: a reader that closes stdout early ends the demo (a long printed view) quietly with
+// exit 0: no panic message, as for every view.
+// Method: run `demo` with stdout a pipe whose reading end is closed at once.
+#[test]
+fn demo_into_a_closed_pipe_ends_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(["demo", "--events", "60", "--dir", dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
