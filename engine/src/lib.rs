@@ -1,18 +1,16 @@
-//! The sessionlog engine: the projections of the log and the operations on its sources, on
-//! top of the store crate.
+//! The sessionlog engine: the operations on the log's sources, on top of the store and the
+//! projections.
 //!
 //! `sessionlog_store` keeps the log (the `LogStore` API on redb, PostgreSQL or memory, the
-//! replay driver, import and export); this crate reads it: [`requests`] (every request the
-//! model saw and its prefix reuse), [`wire`] (a request's DeepSeek wire body), [`meter`] (the
-//! token breakdown), [`show`] (the transcript), [`inspect`] (messages and surface at a seq,
-//! `check --db`), [`audit`], [`diff`], [`sources`] (message sources as the views name them),
-//! the `--json` [`documents`], and [`demo`] (the main job as one function). Each is a
-//! projection fed by the one replay driver, from a file of any version or a stored session
-//! of any backend. The agent stack (`sessionlog-agent`) and the HTTP service
+//! replay driver, import and export); `sessionlog_projections` folds it (requests, the wire
+//! body, the token meter, the transcript). This crate runs them over files and stores:
+//! [`inspect`] (messages and surface at a seq, `check --db`), [`stored`] (the views of a stored
+//! session in store terms), [`audit`], [`diff`], the `--json` [`documents`], and [`demo`] (the
+//! main job as one function). The agent stack (`sessionlog-agent`) and the HTTP service
 //! (`sessionlog-server`) sit on top of it.
 //!
-//! The store crate's modules are re-exported under the paths the CLI uses (`store` is
-//! `sessionlog_store::embedded`).
+//! The store's and the projections' modules are re-exported under the paths the CLI uses
+//! (`store` is `sessionlog_store::embedded`).
 //!
 //! ```
 //! use sessionlog_engine::open::{open_store, Access, Location};
@@ -40,13 +38,11 @@ pub mod demo;
 pub mod diff;
 pub mod documents;
 pub mod inspect;
-pub mod meter;
-pub mod requests;
-pub mod show;
-pub mod sources;
-pub mod wire;
+pub mod stored;
 
 pub use error::Error;
+/// The projections, under the paths the agent, the server and the CLI use.
+pub use sessionlog_projections::{meter, requests, show, sources, wire};
 /// The embedded redb store.
 pub use sessionlog_store::embedded as store;
 /// The store crate's modules, under the paths the operations and the CLI have always used.

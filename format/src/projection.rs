@@ -3,8 +3,9 @@
 //! Every whole-session view (the request analyzer, the token meter, the transcript, the prompt
 //! history, the messages fold, audit's counters) is a projection. The one driver that feeds
 //! them, from a log file of any version or a stored session of any backend, lives in the store
-//! crate (`sessionlog_store::replay`); this trait is here so that the projections depend on
-//! nothing but the format.
+//! crate (`sessionlog_store::replay`) and implements [`Replay`]; the traits are here so that
+//! the projections, and the functions that run them over any source, depend on nothing but
+//! the format.
 
 use std::sync::Arc;
 
@@ -41,4 +42,17 @@ pub trait Projection {
 
     /// Takes the next event.
     fn push(&mut self, event: Arc<Event>) -> Result<Flow, Self::Error>;
+}
+
+/// A source that can replay a session into a projection: a log file of any version or a
+/// stored session (the store crate's `SessionSource`), or anything else that yields a
+/// session's events in seq order.
+pub trait Replay {
+    /// Why the replay failed: the source could not be read, or the projection refused an
+    /// event (the error then names where).
+    type Error;
+
+    /// Replays the session into the projection `open` makes once the header is known, and
+    /// returns it.
+    fn replay<P: Projection>(self, open: impl FnOnce(&Opening<'_>) -> P) -> Result<P, Self::Error>;
 }

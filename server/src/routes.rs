@@ -449,7 +449,7 @@ async fn requests(
     let report = state
         .service
         .run_walk(permit, move |store| {
-            sessionlog_engine::requests::stored_requests_page(store, &session, options, rows)
+            sessionlog_engine::stored::requests_page(store, &session, options, rows)
         })
         .await;
     match report {

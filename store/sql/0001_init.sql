@@ -1,4 +1,4 @@
--- sessionlog PostgreSQL schema, version 1 (engine/src/pg_store.rs: SCHEMA_MIGRATIONS).
+-- sessionlog PostgreSQL schema, version 1 (store/src/pg_store.rs: SCHEMA_MIGRATIONS).
 -- Only SQL that CockroachDB and YugabyteDB accept as well: plain tables, primary keys, no
 -- advisory locks, no LISTEN/NOTIFY, no sequences, no triggers.
 

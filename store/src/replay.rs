@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-pub use sessionlog_format::projection::{Flow, Opening, Projection};
+pub use sessionlog_format::projection::{Flow, Opening, Projection, Replay};
 use sessionlog_format::{Event, FormatVersion, ReadOptions, Recovery, SessionHeader, SnapshotMode};
 
 use crate::error::Error;
@@ -60,6 +60,14 @@ impl SessionSource<'_> {
             SessionSource::File { path, snapshot } => replay_file(path, snapshot, open),
             SessionSource::Store { store, session } => replay_stored(store, session, open),
         }
+    }
+}
+
+impl Replay for SessionSource<'_> {
+    type Error = Error;
+
+    fn replay<P: Projection>(self, open: impl FnOnce(&Opening<'_>) -> P) -> Result<P, Error> {
+        SessionSource::replay(self, open)
     }
 }
 

@@ -1,5 +1,5 @@
 //! Tests of the system-prompt decision table, on system nodes alone (the store-level cases are
-//! in `engine/tests/it/prompt.rs`).
+//! in `agent/tests/it/prompt.rs`).
 
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;

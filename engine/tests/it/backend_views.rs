@@ -36,8 +36,7 @@ fn folds_and_requests_agree_across_backends() {
         let messages: Vec<_> = head.messages().into_iter().cloned().collect();
         let earlier_messages: Vec<_> = earlier.messages().into_iter().cloned().collect();
         let options = RequestOptions { bodies: true };
-        let requests =
-            sessionlog_engine::requests::stored_requests(store, &header.id, options).unwrap();
+        let requests = sessionlog_engine::stored::requests(store, &header.id, options).unwrap();
         views.push((
             backend.name,
             messages,

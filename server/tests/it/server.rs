@@ -864,7 +864,7 @@ fn http_requests_are_paged() {
         let session = id.clone();
         let all = tokio::task::spawn_blocking(move || {
             let options = sessionlog_engine::requests::RequestOptions { bodies: true };
-            sessionlog_engine::requests::stored_requests(store.as_ref(), &session, options).unwrap()
+            sessionlog_engine::stored::requests(store.as_ref(), &session, options).unwrap()
         })
         .await
         .unwrap();

@@ -22,8 +22,7 @@ use sessionlog_format::payload::{
 };
 use sessionlog_format::{ContentBlock, Event, EventData, EventType, Message, SurfaceOp};
 
-use crate::error::Error;
-use crate::replay::{Flow, Projection, SessionSource};
+use sessionlog_format::projection::{Flow, Projection, Replay};
 
 use self::describe::{
     cut, describe_attachment, describe_failure, describe_finish, describe_reason, excerpt,
@@ -518,7 +517,7 @@ impl TranscriptBuilder {
 }
 
 /// The transcript of a file (any version, migrated in memory) or of a stored session.
-pub fn show(source: SessionSource<'_>, options: ShowOptions) -> Result<Transcript, Error> {
+pub fn show<R: Replay>(source: R, options: ShowOptions) -> Result<Transcript, R::Error> {
     let builder = source
         .replay(|opening| TranscriptBuilder::new(opening.session(), opening.snapshot, options))?;
     Ok(builder.finish())

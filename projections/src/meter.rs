@@ -16,8 +16,7 @@ use sessionlog_format::fold::{canonical_header, derive_event_message, SessionFol
 use sessionlog_format::tokens::{estimate_message, estimate_tools};
 use sessionlog_format::{Event, EventData, EventType, SurfaceOp};
 
-use crate::error::Error;
-use crate::replay::{Flow, Projection, SessionSource};
+use sessionlog_format::projection::{Flow, Projection, Replay};
 
 /// One priced surface node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,7 +237,7 @@ impl TokensFold {
 
 /// The breakdown at each request of a log file (any version, migrated in memory) or a stored
 /// session.
-pub fn tokens(source: SessionSource<'_>) -> Result<TokensReport, Error> {
+pub fn tokens<R: Replay>(source: R) -> Result<TokensReport, R::Error> {
     let fold = source.replay(|opening| TokensFold::new(opening.session()))?;
     Ok(fold.finish())
 }

@@ -57,10 +57,7 @@ use sessionlog_format::{
     Event, EventData, EventType, FormatVersion, Message, SurfaceOp, Violation,
 };
 
-use crate::error::Error;
-use crate::log_store::LogStore;
-use crate::replay::{Flow, Projection, SessionSource};
-use crate::store::StoreError;
+use sessionlog_format::projection::{Flow, Projection, Replay};
 
 /// How `requests` runs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -686,11 +683,9 @@ fn json_of(value: serde_json::Result<Value>) -> Value {
     value.unwrap_or(Value::Null)
 }
 
-/// The requests of a file (any version, migrated in memory) or of a stored session.
-pub fn requests(
-    source: SessionSource<'_>,
-    options: RequestOptions,
-) -> Result<RequestReport, Error> {
+/// The requests of a file (any version, migrated in memory) or of a stored session: any
+/// [`Replay`] source.
+pub fn requests<R: Replay>(source: R, options: RequestOptions) -> Result<RequestReport, R::Error> {
     let analyzer = source
         .replay(|opening| RequestAnalyzer::new(opening.session(), opening.snapshot, options))?;
     Ok(analyzer.finish())
@@ -702,33 +697,6 @@ impl Projection for RequestAnalyzer {
     fn push(&mut self, event: Arc<Event>) -> Result<Flow, Violation> {
         self.push_shared(event).map(|()| Flow::Continue)
     }
-}
-
-/// Every request of a stored session, rebuilt from its log, on any backend.
-pub fn stored_requests(
-    store: &dyn LogStore,
-    session: &str,
-    options: RequestOptions,
-) -> Result<RequestReport, StoreError> {
-    stored_requests_page(store, session, options, 0..u64::MAX)
-}
-
-/// [`stored_requests`] keeping only the rows whose index is in `rows`; the summary covers them all.
-/// The session replays through the one driver ([`crate::replay`]); an event it refuses is
-/// stored data breaking a rule, hence `Corrupt`.
-pub fn stored_requests_page(
-    store: &dyn LogStore,
-    session: &str,
-    options: RequestOptions,
-    rows: std::ops::Range<u64>,
-) -> Result<RequestReport, StoreError> {
-    let source = SessionSource::Store { store, session };
-    let analyzer = source
-        .replay(|opening| {
-            RequestAnalyzer::new(opening.session(), opening.snapshot, options).keep_rows(rows)
-        })
-        .map_err(Error::into_store_error)?;
-    Ok(analyzer.finish())
 }
 
 #[cfg(test)]
