@@ -1,8 +1,8 @@
 //! The sessionlog agent stack: the consumers that write the log, on top of the engine.
 //!
 //! - [`agent`]: the loop (turns and steps in the writer order of spec 7.5, one atomic batch per
-//!   phase), the LLM adapters (DeepSeek over HTTP, the keyless replay provider), the built-in
-//!   tools, and the repair of an interrupted session on reopen;
+//!   phase), the built-in tools, and the repair of an interrupted session on reopen;
+//! - [`llm`]: the LLM adapters (DeepSeek over HTTP, the keyless replay provider);
 //! - [`prompt`]: assembly, the system-prompt projection, the step driver and the prompt
 //!   history;
 //! - [`context`]: context as sourced user messages (instructions, skills, notices);
@@ -16,4 +16,5 @@
 pub mod agent;
 pub mod compaction;
 pub mod context;
+pub mod llm;
 pub mod prompt;

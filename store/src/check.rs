@@ -83,7 +83,7 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
     // so that `check` tells whether it has a V3 successor.
     if report.errors.is_empty() && reader.version() < FormatVersion::V3 {
         drop(reader);
-        report.migration = crate::migrate::migration_refusal(path, options.snapshot).err();
+        report.migration = migration_refusal(path, options.snapshot).err();
     }
     report.ok = report.errors.is_empty();
     report
@@ -127,5 +127,34 @@ fn read_error(error: ReadError) -> CheckError {
             rule: "io".to_owned(),
             message: other.to_string(),
         },
+    }
+}
+
+/// Runs the in-memory migration of a readable older log for `check`: the refusal, if any, as
+/// a check error with the physical line (header = 1).
+fn migration_refusal(path: &Path, snapshot: SnapshotMode) -> Result<(), CheckError> {
+    let reader = open_log(
+        path,
+        ReadOptions {
+            recovery: Recovery::Strict,
+            snapshot,
+        },
+    )
+    .map_err(|e| migration_error(None, e.to_string()))?;
+    match crate::migrate::stream(reader, path, true, &mut |_| {}, |_| {
+        Ok(crate::migrate::Discard)
+    }) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(refused)) => Err(migration_error(refused.line, refused.reason)),
+        Err(error) => Err(migration_error(None, error.to_string())),
+    }
+}
+
+fn migration_error(line: Option<u64>, message: String) -> CheckError {
+    CheckError {
+        line: line.unwrap_or(0),
+        seq: None,
+        rule: "migration".to_owned(),
+        message,
     }
 }

@@ -52,6 +52,7 @@ pub mod embedded;
 pub mod error;
 pub mod files;
 pub mod generate;
+pub mod location;
 pub mod log_service;
 pub mod log_store;
 pub mod mem_store;

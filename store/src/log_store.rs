@@ -10,7 +10,8 @@
 //! chain, a fresh fold, the checkpoint) and [`copy_sessions`] (one backend to another, checked
 //! on arrival, as an import).
 //!
-//! Backends: the embedded redb [`crate::embedded::Store`] and [`crate::pg_store::PgStore`].
+//! Backends: the embedded redb store (`embedded::Store`), PostgreSQL (`pg_store::PgStore`)
+//! and `mem_store::MemStore`.
 
 use std::sync::Arc;
 

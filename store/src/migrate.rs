@@ -62,21 +62,6 @@ pub struct FileOutcome {
     pub outcome: Outcome,
 }
 
-/// Whether `name` is a session log generation name (spec 3.1 rule 1).
-pub fn is_generation_name(name: &str) -> bool {
-    let base = name.strip_suffix(".zstd").unwrap_or(name);
-    if base == "session.jsonl" {
-        return true;
-    }
-    let Some(number) = base
-        .strip_prefix("session.v")
-        .and_then(|r| r.strip_suffix(".jsonl"))
-    else {
-        return false;
-    };
-    !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) && !number.starts_with('0')
-}
-
 /// Migrates one source file to V3.
 pub fn migrate_file(source: &Path, relative: &Path, options: &MigrateOptions) -> FileOutcome {
     migrate_file_observed(source, relative, options, &mut |_| {})
@@ -395,35 +380,5 @@ pub fn read_as_v3(
     match stream(reader, path, true, &mut |_| {}, open)? {
         Ok((_, collected)) => Ok((collected.header, collected.events, snapshot)),
         Err(refused) => Err(refused.into_error(path)),
-    }
-}
-
-/// Runs the in-memory migration of a readable older log for `check`: the refusal, if any, as
-/// a check error with the physical line (header = 1).
-pub fn migration_refusal(
-    path: &Path,
-    snapshot: SnapshotMode,
-) -> Result<(), crate::check::CheckError> {
-    let reader = open_log(
-        path,
-        ReadOptions {
-            recovery: Recovery::Strict,
-            snapshot,
-        },
-    )
-    .map_err(|e| migration_error(None, e.to_string()))?;
-    match stream(reader, path, true, &mut |_| {}, |_| Ok(Discard)) {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(refused)) => Err(migration_error(refused.line, refused.reason)),
-        Err(error) => Err(migration_error(None, error.to_string())),
-    }
-}
-
-fn migration_error(line: Option<u64>, message: String) -> crate::check::CheckError {
-    crate::check::CheckError {
-        line: line.unwrap_or(0),
-        seq: None,
-        rule: "migration".to_owned(),
-        message,
     }
 }

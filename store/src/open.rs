@@ -7,70 +7,14 @@
 //! the caller said: the parent directory of the file must exist (except for the default
 //! path, whose directories are the tool's own and are created).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::embedded::{Store, StoreError};
+pub use crate::location::{redact_url, Access, Location};
 use crate::log_store::LogStore;
 #[cfg(feature = "postgres")]
 use crate::pg_store::PgStore;
-
-/// Where a store lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location {
-    /// An embedded redb file.
-    Redb(PathBuf),
-    /// A PostgreSQL database (or an engine speaking its protocol), by connection URL.
-    Postgres(String),
-}
-
-/// What the opener may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Read only: nothing is created or written.
-    Read,
-    /// Read and write; a missing store is created (its parent directory must exist).
-    Write,
-}
-
-impl Location {
-    /// Parses a location as the command line gives it.
-    pub fn parse(text: &str) -> Result<Location, StoreError> {
-        if let Some((scheme, _)) = text.split_once("://") {
-            let plain = !scheme.is_empty()
-                && scheme
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-            if plain {
-                return match scheme.to_ascii_lowercase().as_str() {
-                    "postgres" | "postgresql" => Ok(Location::Postgres(text.to_owned())),
-                    _ => Err(StoreError::BadLocation {
-                        location: redact_url(text),
-                        reason: format!(
-                            "the scheme {scheme}:// is not supported (a redb file path or a \
-                             postgres:// URL)"
-                        ),
-                    }),
-                };
-            }
-        }
-        if text.is_empty() {
-            return Err(StoreError::BadLocation {
-                location: String::new(),
-                reason: "an empty location (a redb file path or a postgres:// URL)".into(),
-            });
-        }
-        Ok(Location::Redb(PathBuf::from(text)))
-    }
-
-    /// The location for messages: a URL without its password.
-    pub fn display(&self) -> String {
-        match self {
-            Location::Redb(path) => path.display().to_string(),
-            Location::Postgres(url) => redact_url(url),
-        }
-    }
-}
 
 /// Opens the store at `location`.
 pub fn open_store(location: &Location, access: Access) -> Result<Arc<dyn LogStore>, StoreError> {
@@ -92,21 +36,6 @@ pub fn open_store(location: &Location, access: Access) -> Result<Arc<dyn LogStor
             Arc::new(Store::open(path)?)
         }
     })
-}
-
-/// `url` without its password, for messages.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((user, host)) => {
-            let user = user.split_once(':').map_or(user, |(name, _)| name);
-            format!("{scheme}://{user}@{host}{path}")
-        }
-        None => url.to_owned(),
-    }
 }
 
 /// A store file may be created only in a directory that exists (the default path's are

@@ -34,8 +34,8 @@ use crate::embedded::{
     admit_expected, AppendAck, AppendRequest, Head, StoreError, BATCH_EVENTS_MAX,
     CHECKPOINT_INTERVAL_EVENTS,
 };
+use crate::location::redact_url;
 use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
-use crate::open::redact_url;
 
 /// The schema migrations, in order: `(version, name, SQL)`.
 pub const SCHEMA_MIGRATIONS: &[(i64, &str, &str)] = &[

@@ -17,7 +17,6 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
-use crate::migrate::is_generation_name;
 
 /// What a walk found: generation files in path order, each with its path relative to the
 /// walked root, and what it did not read.
@@ -227,4 +226,19 @@ pub(crate) fn special_kind(file_type: FileType) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// Whether `name` is a session log generation name (spec 3.1 rule 1).
+pub fn is_generation_name(name: &str) -> bool {
+    let base = name.strip_suffix(".zstd").unwrap_or(name);
+    if base == "session.jsonl" {
+        return true;
+    }
+    let Some(number) = base
+        .strip_prefix("session.v")
+        .and_then(|r| r.strip_suffix(".jsonl"))
+    else {
+        return false;
+    };
+    !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) && !number.starts_with('0')
 }

@@ -47,7 +47,8 @@ use super::{AgentError, CancelToken};
 use crate::compaction::trigger::CompactionPolicy;
 use crate::context::instructions::{Instructions, INSTRUCTIONS_BUDGET_BYTES};
 use crate::context::notices::{
-    approval_notice, plan_mode_notice, working_directory_notice, Announced, PLAN_MODE_FORM,
+    approval_notice, plan_mode_notice, working_directory_notice, Announced, NOTICE_PLUGIN,
+    PLAN_MODE_FORM,
 };
 use crate::context::skills::{invocation_message, SkillCatalog, CATALOG_SOURCE, SKILL_TOOL};
 use crate::prompt::capability::PreparedCall;
@@ -63,8 +64,6 @@ when they help.";
 pub const TURN_STEPS_MAX: u64 = 16;
 /// The `form` of a model-switch notice message.
 pub const MODEL_SWITCH_FORM: &str = "model-switch";
-/// The plugin name on the loop's notices.
-pub const NOTICE_PLUGIN: &str = "sessionlog-agent";
 /// The approval policy a session starts with.
 pub const DEFAULT_APPROVAL_POLICY: &str = "on-request";
 

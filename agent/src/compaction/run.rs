@@ -12,8 +12,8 @@ use super::range::{
     select_compactable_range, select_region, starts_at_head, surface_nodes, CompactRange,
     RegionError,
 };
-use crate::agent::adapter::{CallRequest, LlmAdapter, StreamBuilder};
-use crate::agent::CancelToken;
+use crate::llm::adapter::{CallRequest, LlmAdapter, StreamBuilder};
+use crate::llm::CancelToken;
 use crate::prompt::capability::PreparedCall;
 use sessionlog_engine::log_store::{with_fold, LogStore};
 use sessionlog_engine::store::StoreError;

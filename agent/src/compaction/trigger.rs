@@ -9,10 +9,11 @@ use sessionlog_format::EventType;
 
 use super::meter_total;
 use super::run::{compact, CompactionError, CompactionOptions};
-use crate::agent::adapter::{CallFailure, LlmAdapter};
-use crate::agent::{AgentError, CancelToken};
+use crate::llm::adapter::{CallFailure, LlmAdapter};
+use crate::llm::CancelToken;
 use crate::prompt::capability::PreparedCall;
 use sessionlog_engine::log_store::{with_fold, LogStore};
+use sessionlog_engine::store::StoreError;
 
 /// The environment variable that overrides [`CompactionPolicy::threshold_percent`].
 pub const THRESHOLD_ENV: &str = "SESSIONLOG_COMPACT_THRESHOLD";
@@ -67,12 +68,12 @@ fn owner(turn: u64, step: u64) -> Option<u64> {
 
 fn settle(
     result: Result<Option<super::CompactionReport>, CompactionError>,
-) -> Result<bool, AgentError> {
+) -> Result<bool, StoreError> {
     match result {
         Ok(report) => Ok(report.is_some()),
         // The failure is recorded on `compaction/end`; the loop goes on without it.
         Err(CompactionError::Failed { .. } | CompactionError::Region(_)) => Ok(false),
-        Err(CompactionError::Store(e)) => Err(AgentError::Store(e)),
+        Err(CompactionError::Store(e)) => Err(e),
     }
 }
 
@@ -89,7 +90,7 @@ pub fn pre_step_with(
     turn: u64,
     step: u64,
     cancel: &CancelToken,
-) -> Result<bool, AgentError> {
+) -> Result<bool, StoreError> {
     let Some(window) = route.context_window.filter(|w| *w > 0) else {
         return Ok(false);
     };
@@ -118,7 +119,7 @@ pub fn recover_overflow(
     turn: u64,
     failure: &CallFailure,
     cancel: &CancelToken,
-) -> Result<bool, AgentError> {
+) -> Result<bool, StoreError> {
     if !is_context_overflow(failure) {
         return Ok(false);
     }

@@ -9,7 +9,7 @@
 //! - [`notices`]: one-line notices for plan mode, approval policy and working directory
 //!   (`plugin` sources with a `form`).
 //!
-//! The agent loop ([`crate::agent::turn`]) decides where each lands in a step's batch.
+//! The agent loop (`agent::turn`) decides where each lands in a step's batch.
 
 use serde_json::Value;
 use sessionlog_format::{ContentBlock, Extra, Message, Source};

@@ -10,8 +10,10 @@ use serde_json::{json, Value};
 use sessionlog_format::Message;
 
 use super::injected;
-use crate::agent::turn::NOTICE_PLUGIN;
 use sessionlog_format::{Extra, Source};
+
+/// The plugin name on the loop's notices.
+pub const NOTICE_PLUGIN: &str = "sessionlog-agent";
 
 /// The `form` of a plan-mode notice.
 pub const PLAN_MODE_FORM: &str = "plan-mode";

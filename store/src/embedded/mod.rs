@@ -3,7 +3,7 @@
 //!
 //! The store is synchronous. Appends are serialized by one write lock and may be grouped: a
 //! group of batches from many sessions shares one WAL frame, hence one fsync (the async writer
-//! task in [`crate::log_service`] does this). A batch is admitted in full or not at all, and it is
+//! task in `log_service` does this). A batch is admitted in full or not at all, and it is
 //! acknowledged only after its WAL frame is synced; redb itself is made durable in bulk (see
 //! the `wal` module). After any I/O failure the store is poisoned: every later write fails until it is
 //! reopened, and reopening recovers exactly the last acknowledged state.

@@ -5,7 +5,7 @@ use serde_json::Value;
 use sessionlog_format::stream::TokenUsage;
 use sessionlog_format::Extra;
 
-use crate::agent::adapter::Delta;
+use crate::llm::adapter::Delta;
 
 /// The data of the stream's last event.
 pub const DONE: &str = "[DONE]";

@@ -9,8 +9,8 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 
 use super::stream::{chunk_deltas, DONE};
-use crate::agent::adapter::{CallFailure, CallRequest, Delta, LlmAdapter};
-use crate::agent::CancelToken;
+use crate::llm::adapter::{CallFailure, CallRequest, Delta, LlmAdapter};
+use crate::llm::CancelToken;
 
 /// How often a waiting call looks at its cancel token.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
