@@ -36,6 +36,17 @@ pub struct RelationsCheckpoint {
     pub forward_sources: Vec<(u64, String)>,
     pub ptc: Vec<PtcCheckpoint>,
     pub human_users: Vec<u64>,
+    /// V4: the `request/header` seqs with the tools each defines (`(name, complete)`; `None`
+    /// binds any name). Absent in V2 and V3 checkpoints, which therefore stay as they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderCheckpoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeaderCheckpoint {
+    pub seq: u64,
+    pub tools: Option<Vec<(String, bool)>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +174,17 @@ impl Relations {
                 .collect(),
             ptc,
             human_users: self.human_users.clone(),
+            headers: (self.headers.iter())
+                .map(|(seq, tools)| HeaderCheckpoint {
+                    seq: *seq,
+                    tools: tools.as_ref().map(|tools| {
+                        let tools = tools.iter();
+                        tools
+                            .map(|(name, complete)| (name.to_string(), *complete))
+                            .collect()
+                    }),
+                })
+                .collect(),
         }
     }
 
@@ -268,6 +290,26 @@ impl Relations {
         };
         if !ascending(&cp.command_seqs) || !ascending(&cp.human_users) {
             return Err("recorded seqs are not ascending and older than next seq".to_owned());
+        }
+        if !relations.v4 && !cp.headers.is_empty() {
+            return Err(format!("format {} records no request headers", ctx.version));
+        }
+        for header in cp.headers {
+            if header.seq >= next_seq {
+                return Err(format!(
+                    "request header {} is not older than next seq",
+                    header.seq
+                ));
+            }
+            let tools = header.tools.map(|tools| {
+                let tools = tools.into_iter();
+                tools
+                    .map(|(name, complete)| (name.into_boxed_str(), complete))
+                    .collect()
+            });
+            if relations.headers.insert(header.seq, tools).is_some() {
+                return Err(format!("request header {} is recorded twice", header.seq));
+            }
         }
         relations.command_seqs = cp.command_seqs;
         relations.human_users = cp.human_users;
