@@ -80,8 +80,8 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
     }
     report.snapshot = reader.snapshot();
     // An intact older log is also run through the migration chain in memory (spec 9, 10.6),
-    // so that `check` tells whether it has a V3 successor.
-    if report.errors.is_empty() && reader.version() < FormatVersion::V3 {
+    // so that `check` tells whether it has a V4 successor (through V3).
+    if report.errors.is_empty() && reader.version() < FormatVersion::V4 {
         drop(reader);
         report.migration = crate::migrate::migration_refusal(path, options.snapshot).err();
     }

@@ -63,6 +63,16 @@ impl Opening<'_> {
     pub fn session(&self) -> &str {
         &self.header.id
     }
+
+    /// The rules the session's events are folded under: its header's version (V3, or V4 read
+    /// natively) and the snapshot mode.
+    pub fn rules(&self) -> sessionlog_format::rules::RuleContext {
+        let version = self.header.version.and_then(FormatVersion::from_number);
+        sessionlog_format::rules::RuleContext {
+            version: version.unwrap_or(FormatVersion::V3),
+            snapshot: self.snapshot,
+        }
+    }
 }
 
 /// Whether the replay goes on after an event.
@@ -139,7 +149,8 @@ fn replay_file<P: Projection>(
             snapshot,
         },
     )?;
-    if reader.version() != FormatVersion::V3 {
+    // V3 and V4 are read natively; older versions migrate in memory.
+    if reader.version() < FormatVersion::V3 {
         let snapshot = reader.snapshot();
         let start = |header: &SessionHeader| {
             Ok(Fed {

@@ -53,9 +53,7 @@ use sessionlog_format::payload::EpochHeader;
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::stream::{StreamChunk, StreamRecord, TokenUsage};
 use sessionlog_format::tokens::{estimate_message, estimate_tools};
-use sessionlog_format::{
-    Event, EventData, EventType, FormatVersion, Message, SurfaceOp, Violation,
-};
+use sessionlog_format::{Event, EventData, EventType, Message, SurfaceOp, Violation};
 
 use crate::error::Error;
 use crate::replay::{Flow, Projection, SessionSource};
@@ -278,11 +276,9 @@ impl Body {
 }
 
 impl RequestAnalyzer {
-    pub fn new(session: &str, snapshot: bool, options: RequestOptions) -> RequestAnalyzer {
-        let ctx = RuleContext {
-            version: FormatVersion::V3,
-            snapshot,
-        };
+    /// An analyzer of a session whose events follow `ctx` (its version's rules).
+    pub fn new(session: &str, ctx: RuleContext, options: RequestOptions) -> RequestAnalyzer {
+        let snapshot = ctx.snapshot;
         RequestAnalyzer {
             session: session.to_owned(),
             snapshot,
@@ -690,7 +686,7 @@ pub fn requests(
     options: RequestOptions,
 ) -> Result<RequestReport, Error> {
     let analyzer = source
-        .replay(|opening| RequestAnalyzer::new(opening.session(), opening.snapshot, options))?;
+        .replay(|opening| RequestAnalyzer::new(opening.session(), opening.rules(), options))?;
     Ok(analyzer.finish())
 }
 

@@ -184,6 +184,22 @@ impl EventData {
         }
     }
 
+    /// The payload as a JSON value, exactly as a row writes it.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(crate::row::DataRef(self))
+            .expect("a payload of JSON values always converts")
+    }
+
+    /// Decodes a payload of `kind` from a JSON value, typed as a row would decode it (the
+    /// current shapes, never the V0 legacy ones).
+    pub fn from_value(kind: &EventType, value: Value) -> Result<EventData, String> {
+        let seed = DataSeed {
+            kind,
+            legacy: false,
+        };
+        seed.deserialize(value).map_err(|e| e.to_string())
+    }
+
     /// `(turn, step)` of the payloads that name a step.
     pub fn turn_step(&self) -> Option<(u64, u64)> {
         match self {
