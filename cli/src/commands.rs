@@ -146,13 +146,14 @@ struct GenArgs {
     /// Write .jsonl.zstd, one frame per batch.
     #[arg(long)]
     zstd: bool,
-    /// The format version to write: 3; 2 (the prompt in request headers); or 0 (also streams
+    /// The format version to write: 3; 4 (dsh's V4 shapes: tool messages, producer-owned
+    /// sources, developer messages); 2 (the prompt in request headers); or 0 (also streams
     /// as top-level chunk events, which come on top of --events), for migration benchmarks.
     #[arg(
         long = "version",
         default_value = "3",
         value_parser = clap::builder::TypedValueParser::map(
-            clap::builder::PossibleValuesParser::new(["0", "2", "3"]),
+            clap::builder::PossibleValuesParser::new(["0", "2", "3", "4"]),
             |v| v.parse::<u64>().unwrap_or(3),
         )
     )]

@@ -66,11 +66,7 @@ type SlotFn<'a> = dyn FnMut(&mut Map<String, Value>, &str) -> Result<(), V3Reaso
 
 /// The message slots of `kind` in `data`, each as a mutable object, with the suffix that
 /// names it in content errors. Slot-shape faults are refusals.
-fn for_each_slot(
-    kind: &EventType,
-    data: &mut Value,
-    f: &mut SlotFn<'_>,
-) -> Result<(), V3Reason> {
+fn for_each_slot(kind: &EventType, data: &mut Value, f: &mut SlotFn<'_>) -> Result<(), V3Reason> {
     let type_name = kind.as_str();
     match kind {
         EventType::UserMessage => match data.as_object_mut() {
