@@ -21,3 +21,4 @@ mod show;
 mod store;
 mod support;
 mod tidy;
+mod v4;

@@ -274,4 +274,36 @@ mod tests {
             "<tool_addition>\nread\n</tool_addition>\n<tool_removal>\necho\n</tool_removal>"
         );
     }
+
+    // Goal: a V4 tool message is the wire's tool message, and a V4 developer message's tool
+    // changes become tool_addition / tool_removal blocks in a system message (none when
+    // empty).
+    // Method: serialise a V4 tool message, a developer message with both blocks, an empty one.
+    #[test]
+    fn v4_tool_and_developer_messages() {
+        let mut tool = message("tool", source("tool"), "out");
+        tool.extra.insert("toolCallId".into(), json!("c1"));
+        let block = |tag: &str, name: &str| {
+            let mut object = Extra::new();
+            object.insert("type".into(), tag.into());
+            object.insert("toolName".into(), name.into());
+            ContentBlock::Other(object)
+        };
+        let mut developer = message("developer", source("tool-registry"), "");
+        developer.content = vec![
+            block("tool-addition", "read"),
+            block("tool-removal", "echo"),
+        ];
+        let mut empty = message("developer", source("tool-registry"), "");
+        empty.content.clear();
+        let body = wire_body(&json!({ "model": "m" }), None, &[tool, developer, empty]);
+        assert_eq!(
+            body["messages"],
+            json!([
+                { "role": "tool", "tool_call_id": "c1", "content": "out" },
+                { "role": "system",
+                  "content": "<tool_addition>\nread\n</tool_addition>\n<tool_removal>\necho\n</tool_removal>" },
+            ])
+        );
+    }
 }
