@@ -242,8 +242,8 @@ fn check(global: Global, args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
         if let Some(refusal) = &report.migration {
             eprintln!(
-                "{file}:{}: note: no v3 successor: {}",
-                refusal.line, refusal.message
+                "{file}:{}: note: no v{} successor: {}",
+                refusal.line, report.migration_to, refusal.message
             );
         }
     }
@@ -279,11 +279,13 @@ fn report_json(report: &FileReport) -> serde_json::Value {
         "compressed": report.compressed,
         "snapshot": report.snapshot,
         "errors": errors,
-        // Older versions only: whether the in-memory migration to V3 succeeded.
-        "migration": (report.version.is_some_and(|v| v < 3) && report.ok).then(|| {
+        // Older versions only: whether the in-memory migration succeeded (V0 to V2: to V3,
+        // then to V4; V3: to V4). `to` names the successor a refusal is about.
+        "migration": (report.version.is_some_and(|v| v < 4) && report.ok).then(|| {
+            let to = report.migration_to;
             match &report.migration {
-                None => json!({ "to": 3, "ok": true }),
-                Some(r) => json!({ "to": 3, "ok": false, "line": r.line, "message": r.message }),
+                None => json!({ "to": to, "ok": true }),
+                Some(r) => json!({ "to": to, "ok": false, "line": r.line, "message": r.message }),
             }
         }),
     })

@@ -38,10 +38,13 @@ pub struct FileReport {
     /// The file was read as a normalized recording (spec 18).
     pub snapshot: bool,
     pub errors: Vec<CheckError>,
-    /// For an intact log older than V3: why its in-memory migration to V3 was refused, if it
-    /// was. Not an error of the file: a valid older log may have no order-preserving V3
-    /// successor (spec 10.6), and dsh's manifest accepts such logs.
+    /// For an intact log older than V4: why its in-memory migration was refused, if it was.
+    /// Not an error of the file: a valid older log may have no order-preserving successor
+    /// (spec 10.6), and dsh's manifest accepts such logs.
     pub migration: Option<CheckError>,
+    /// The version whose successor `migration` is about: 3 when the chain refused before
+    /// reaching V3, else 4.
+    pub migration_to: u64,
 }
 
 /// Checks one file strictly: any fault the recoverable decoder would record is an error.
@@ -55,6 +58,7 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
         snapshot: false,
         errors: Vec::new(),
         migration: None,
+        migration_to: 4,
     };
     let read_options = ReadOptions {
         recovery: Recovery::Strict,
@@ -82,8 +86,21 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
     // An intact older log is also run through the migration chain in memory (spec 9, 10.6),
     // so that `check` tells whether it has a V4 successor (through V3).
     if report.errors.is_empty() && reader.version() < FormatVersion::V4 {
+        let version = reader.version();
         drop(reader);
-        report.migration = crate::migrate::migration_refusal(path, options.snapshot).err();
+        // First the V3 successor (the note names the first version a log cannot reach), then
+        // the V4 one through it.
+        for to in [FormatVersion::V3, FormatVersion::V4] {
+            if version >= to {
+                continue;
+            }
+            let refused = crate::migrate::migration_refusal(path, options.snapshot, to).err();
+            if refused.is_some() {
+                report.migration = refused;
+                report.migration_to = to.number();
+                break;
+            }
+        }
     }
     report.ok = report.errors.is_empty();
     report

@@ -423,11 +423,12 @@ pub fn read_as_v3(
     }
 }
 
-/// Runs the in-memory migration of a readable older log to V4 for `check` (the chain passes
-/// through V3): the refusal, if any, as a check error with the physical line (header = 1).
+/// Runs the in-memory migration of a readable older log to `to` for `check`: the refusal, if
+/// any, as a check error with the physical line (header = 1).
 pub(crate) fn migration_refusal(
     path: &Path,
     snapshot: SnapshotMode,
+    to: FormatVersion,
 ) -> Result<(), crate::check::CheckError> {
     let reader = open_log(
         path,
@@ -437,9 +438,7 @@ pub(crate) fn migration_refusal(
         },
     )
     .map_err(|e| migration_error(None, e.to_string()))?;
-    match stream_to(reader, path, FormatVersion::V4, true, &mut |_| {}, |_| {
-        Ok(Discard)
-    }) {
+    match stream_to(reader, path, to, true, &mut |_| {}, |_| Ok(Discard)) {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(refused)) => Err(migration_error(refused.line, refused.reason)),
         Err(error) => Err(migration_error(None, error.to_string())),

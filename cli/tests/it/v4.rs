@@ -98,3 +98,32 @@ fn generated_v4_and_migrate_to_4() {
         "{audit}"
     );
 }
+
+// Goal: `check` of a valid V3 log that has no V4 successor notes it (exit 0), naming the
+// edge's refusal, and `--json` reports `migration` with `to: 4`.
+// Method: a V3 log whose delivery marker claims format v4 (dsh-v4.md 5.2 step 5).
+#[test]
+fn check_notes_a_missing_v4_successor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = concat!(
+        r#"{"type":"session","version":3,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0}"#,
+        "\n",
+        r#"{"type":"session-log-deepseek/delivery-accepted","seq":0,"time":1,"data":{"sessionId":"s","sessionFormatVersion":4,"throughSeq":0}}"#,
+        "\n",
+    );
+    let file = crate::support::write_file(tmp.path(), "session.v3.jsonl", text);
+    let file = file.to_str().unwrap();
+    let output = sessionlog(&["check", file]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "session.v3.jsonl:2: note: no v4 successor: format v3 delivery marker claims target \
+             format v4"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    let doc: Value = serde_json::from_str(&ok(&["--json", "check", file])).unwrap();
+    assert_eq!(doc["files"][0]["migration"]["to"], 4);
+    assert_eq!(doc["files"][0]["migration"]["ok"], false);
+}
