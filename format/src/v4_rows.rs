@@ -470,3 +470,50 @@ pub fn header_tools(data: &RequestHeaderData) -> Option<Vec<(String, bool)>> {
     });
     Some(entries.collect())
 }
+
+/// A valid `subagent/catalog` fact (dsh's `facts.ts`): version 0 (`continuable` or `one-shot`),
+/// version 1 (also `unknown`) or version 2 (`external`, a later V4 addition); a string
+/// `childId`; a count `childCreatedAt`; a string `label`, required for `continuable`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogFact {
+    pub child_id: String,
+    pub child_created_at: u64,
+    pub mode: String,
+    pub label: Option<String>,
+}
+
+/// The text of an invalid catalog fact.
+pub const CATALOG_FACT_REFUSAL: &str =
+    "subagent/catalog requires a supported versioned catalog fact";
+
+/// The catalog fact `value` states, if it is a valid one.
+pub fn catalog_fact(value: &Value) -> Option<CatalogFact> {
+    let fact = value.as_object()?;
+    let version = fact.get("version").and_then(Value::as_u64)?;
+    let child_id = fact.get("childId").and_then(Value::as_str)?.to_owned();
+    let mode = fact.get("mode").and_then(Value::as_str)?.to_owned();
+    let mode_ok = match version {
+        0 => mode == "continuable" || mode == "one-shot",
+        1 => matches!(mode.as_str(), "continuable" | "one-shot" | "unknown"),
+        2 => mode == "external",
+        _ => false,
+    };
+    let label = match fact.get("label") {
+        None => None,
+        Some(Value::String(label)) => Some(label.clone()),
+        Some(_) => return None,
+    };
+    if !mode_ok || (mode == "continuable" && label.is_none()) {
+        return None;
+    }
+    let child_created_at = fact
+        .get("childCreatedAt")
+        .and_then(Value::as_u64)
+        .filter(|n| *n <= crate::json::SAFE_INTEGER_MAX)?;
+    Some(CatalogFact {
+        child_id,
+        child_created_at,
+        mode,
+        label,
+    })
+}

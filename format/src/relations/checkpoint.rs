@@ -36,6 +36,12 @@ pub struct RelationsCheckpoint {
     pub forward_sources: Vec<(u64, String)>,
     pub ptc: Vec<PtcCheckpoint>,
     pub human_users: Vec<u64>,
+    /// V4: an inherited end-seed was seen (catalog facts after it are the session's own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inherited_seen: bool,
+    /// V4: the children the session's own catalog facts list, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub catalog_children: Vec<String>,
     /// V4: the `request/header` seqs with the tools each defines (`(name, complete)`; `None`
     /// binds any name). Absent in V2 and V3 checkpoints, which therefore stay as they were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -174,6 +180,8 @@ impl Relations {
                 .collect(),
             ptc,
             human_users: self.human_users.clone(),
+            inherited_seen: s.inherited_seen,
+            catalog_children: sorted(self.catalog_children.iter().map(|id| id.to_string())),
             headers: (self.headers.iter())
                 .map(|(seq, tools)| HeaderCheckpoint {
                     seq: *seq,
@@ -212,6 +220,7 @@ impl Relations {
                 .crossing
                 .map(|(seq, turn_end)| Crossing { seq, turn_end }),
             foreign_delivery: cp.foreign_delivery,
+            inherited_seen: cp.inherited_seen,
         };
         if cp.open_step.is_some() && cp.open_turn.is_none() {
             return Err("a step is open outside a turn".to_owned());
@@ -291,9 +300,16 @@ impl Relations {
         if !ascending(&cp.command_seqs) || !ascending(&cp.human_users) {
             return Err("recorded seqs are not ascending and older than next seq".to_owned());
         }
-        if !relations.v4 && !cp.headers.is_empty() {
-            return Err(format!("format {} records no request headers", ctx.version));
+        let v4_state =
+            !cp.headers.is_empty() || cp.inherited_seen || !cp.catalog_children.is_empty();
+        if !relations.v4 && v4_state {
+            return Err(format!("format {} records no V4 state", ctx.version));
         }
+        relations.catalog_children = cp
+            .catalog_children
+            .into_iter()
+            .map(String::into_boxed_str)
+            .collect();
         for header in cp.headers {
             if header.seq >= next_seq {
                 return Err(format!(

@@ -101,6 +101,9 @@ pub struct Relations {
     /// V4: the `request/header` events by seq, with the tools each defines (see
     /// [`crate::v4_rows::header_tools`]); what a developer message's `headerSeq` binds to.
     headers: BTreeMap<u64, HeaderTools>,
+    /// V4: the `childId`s of the catalog facts since the last inherited end-seed (or the
+    /// start of an unseeded log): each child is listed once.
+    catalog_children: HashSet<Box<str>>,
 }
 
 /// The tools a V4 `request/header` defines, `(name, complete definition)` in list order;
@@ -120,6 +123,8 @@ struct Scalars {
     crossing: Option<Crossing>,
     /// The first foreign current-generation delivery marker after the last inherited marker.
     foreign_delivery: Option<u64>,
+    /// V4: an inherited end-seed has been seen, so catalog facts are the session's own.
+    inherited_seen: bool,
 }
 
 impl Default for Scalars {
@@ -130,6 +135,7 @@ impl Default for Scalars {
             next_turn: 1,
             next_step: 1,
             prev_next_turn_splice: false,
+            inherited_seen: false,
             crossing: None,
             foreign_delivery: None,
         }
@@ -210,6 +216,10 @@ enum Change {
     Provider(Option<Box<str>>),
     /// V4: a `request/header` at this seq was recorded, after this provider.
     Header(Option<Box<str>>, u64),
+    /// V4: a catalog fact listed this child.
+    CatalogChild(Box<str>),
+    /// V4: an inherited end-seed closed this compaction and cleared these catalog children.
+    InheritedEnd(Option<Box<Compaction>>, HashSet<Box<str>>),
     /// Tools were advertised: the lifecycle list had this length before.
     Advertised(usize),
     Started(usize),
@@ -289,6 +299,13 @@ impl Relations {
             Change::Header(previous, seq) => {
                 self.provider = previous;
                 self.headers.remove(&seq);
+            }
+            Change::CatalogChild(id) => {
+                self.catalog_children.remove(&id);
+            }
+            Change::InheritedEnd(compaction, children) => {
+                self.compaction = compaction;
+                self.catalog_children = children;
             }
             Change::Advertised(len) => {
                 for tool in self.tools.drain(len..).flatten() {

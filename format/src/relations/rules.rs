@@ -108,6 +108,7 @@ impl Relations {
                 Ok(())
             }
             (T::CommandDone, EventData::Other(data)) => self.check_command_done(event, data),
+            (T::SubagentCatalog, EventData::Other(data)) if self.v4 => self.check_catalog(data),
             (T::DeliveryAccepted, EventData::Other(data)) => {
                 if self.delivery_is_foreign(data)
                     && !self
@@ -383,8 +384,21 @@ impl Relations {
                 self.s.crossing = None;
                 if d.inherited == Some(true) {
                     self.s.foreign_delivery = None;
+                    if self.v4 {
+                        // The catalog facts before the cut are inherited; the session's own
+                        // start here.
+                        self.s.inherited_seen = true;
+                        let children = std::mem::take(&mut self.catalog_children);
+                        return Change::InheritedEnd(self.compaction.take(), children);
+                    }
                 }
                 Change::Compaction(self.compaction.take())
+            }
+            (T::SubagentCatalog, EventData::Other(data)) if self.v4 && self.catalog_counts() => {
+                let fact = crate::v4_rows::catalog_fact(data).expect("a checked fact is valid");
+                let id: Box<str> = fact.child_id.into();
+                self.catalog_children.insert(id.clone());
+                Change::CatalogChild(id)
             }
             (T::UserMessage, EventData::UserMessage(m)) if m.source_kind() == "user" => {
                 self.human_users.push(event.seq);
@@ -623,6 +637,30 @@ impl Relations {
                     ))
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Whether catalog facts are the session's own here: always in an unseeded log, after an
+    /// inherited end-seed in a seeded one (the inherited entries do not count).
+    fn catalog_counts(&self) -> bool {
+        let seeded = self.identity.as_ref().is_some_and(|i| i.seeded);
+        !seeded || self.s.inherited_seen
+    }
+
+    /// A V4 catalog fact of the session's own is valid and lists its child once.
+    fn check_catalog(&self, data: &Value) -> Checked {
+        if !self.catalog_counts() {
+            return Ok(());
+        }
+        let Some(fact) = crate::v4_rows::catalog_fact(data) else {
+            return fail(Rule::Payload, crate::v4_rows::CATALOG_FACT_REFUSAL);
+        };
+        if self.catalog_children.contains(fact.child_id.as_str()) {
+            return fail(
+                Rule::Payload,
+                format!("duplicate catalog child {}", fact.child_id),
+            );
         }
         Ok(())
     }

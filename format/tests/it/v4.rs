@@ -282,6 +282,15 @@ fn v4_rules_refuse_with_dsh_texts() {
             "developer/message tool-addition \"t\" requires a complete tool definition in headerSeq 4"),
         ("developer outside its step", |r| set(r, 8, "/data/step", json!(2)),
             "developer/message does not match an open turn and step"),
+        ("invalid catalog fact", |r| r.push(json!({"type": "subagent/catalog", "data": {"version": 0,
+            "childId": "k", "mode": "unknown", "childCreatedAt": 1}})),
+            "subagent/catalog requires a supported versioned catalog fact"),
+        ("duplicate catalog child", |r| {
+            let fact = json!({"type": "subagent/catalog", "data": {"version": 1, "childId": "k",
+                "mode": "one-shot", "childCreatedAt": 1}});
+            r.push(fact.clone());
+            r.push(fact);
+        }, "duplicate catalog child k"),
         ("unknown required type", |r| r.insert(0, json!({"type": "x/y", "data": {}})),
             "format v4 contains unknown event type \"x/y\" at seq 0"),
         ("retired dispatch", |r| r.insert(1, json!({"type": "tool/code-dispatch-start", "data": {}})),
@@ -370,6 +379,19 @@ fn v4_rules_accept_the_v4_forms() {
                     "/data/content/0",
                     json!({"type": "plugin:note", "x": 1}),
                 )
+            }),
+        ),
+        (
+            "catalog facts",
+            Box::new(|r| {
+                r.push(
+                    json!({"type": "subagent/catalog", "data": {"version": 1, "childId": "k",
+                    "mode": "unknown", "childCreatedAt": 1}}),
+                );
+                r.push(
+                    json!({"type": "subagent/catalog", "data": {"version": 2, "childId": "e",
+                    "mode": "external", "childCreatedAt": 2}}),
+                );
             }),
         ),
         (

@@ -3,6 +3,7 @@
 //! one appended.
 
 use serde_json::{json, Map, Value};
+use sessionlog_format::v4_rows::{catalog_fact, CatalogFact};
 
 use super::V3Reason;
 
@@ -19,45 +20,11 @@ pub struct ChildFact {
     pub source_path: Option<String>,
 }
 
-/// One validated catalog entry.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Entry {
-    child_id: String,
-    child_created_at: u64,
-    mode: String,
-    label: Option<String>,
-}
+/// One validated catalog entry: the rule is `format`'s, which native V4 admission applies.
+pub(crate) type Entry = CatalogFact;
 
-/// Validates a catalog fact (versions 0 and 1; version 2 only with mode `external`).
 fn entry(fact: &Value) -> Option<Entry> {
-    let fact = fact.as_object()?;
-    let version = fact.get("version").and_then(Value::as_u64)?;
-    let child_id = fact.get("childId").and_then(Value::as_str)?.to_owned();
-    let mode = fact.get("mode").and_then(Value::as_str)?.to_owned();
-    let mode_ok = match version {
-        0 => mode == "continuable" || mode == "one-shot",
-        1 => matches!(mode.as_str(), "continuable" | "one-shot" | "unknown"),
-        2 => mode == "external",
-        _ => false,
-    };
-    let label = match fact.get("label") {
-        None => None,
-        Some(Value::String(label)) => Some(label.clone()),
-        Some(_) => return None,
-    };
-    if !mode_ok || (mode == "continuable" && label.is_none()) {
-        return None;
-    }
-    let child_created_at = fact
-        .get("childCreatedAt")
-        .and_then(Value::as_u64)
-        .filter(|n| *n <= sessionlog_format::SAFE_INTEGER_MAX)?;
-    Some(Entry {
-        child_id,
-        child_created_at,
-        mode,
-        label,
-    })
+    catalog_fact(fact)
 }
 
 /// The parent's catalog: every remembered payload valid, no child twice.
