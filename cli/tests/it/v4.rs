@@ -40,6 +40,13 @@ fn read_commands_on_dsh_v4_recording() {
     let check: Value = serde_json::from_str(&ok(&["--json", "check", file])).unwrap();
     assert_eq!(check["files"][0]["version"], 4, "{check}");
     assert!(ok(&["cat", file]).starts_with("{\"type\":\"session\",\"version\":4"));
+    let down = sessionlog(&["cat", "--to", "3", file]);
+    assert_eq!(down.status.code(), Some(1));
+    assert!(
+        stderr(&down).contains("a v4 log has no v3 form"),
+        "{}",
+        stderr(&down)
+    );
     let messages = ok(&["messages", file]);
     assert!(messages.contains("[0] system: {{system}}"), "{messages}");
     assert!(ok(&["surface", "--at", "10", file]).contains("3 nodes"));
