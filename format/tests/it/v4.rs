@@ -147,6 +147,11 @@ fn base_rows() -> Vec<Value> {
 
 /// Reads `rows` (seq and time filled in) after a V4 header; the fault's message, if any.
 fn check_rows(rows: &[Value]) -> Result<(), String> {
+    check_rows_in(rows, SnapshotMode::Off)
+}
+
+/// [`check_rows`] in a snapshot mode.
+fn check_rows_in(rows: &[Value], snapshot: SnapshotMode) -> Result<(), String> {
     let mut text = String::from(
         r#"{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0}"#,
     );
@@ -160,7 +165,7 @@ fn check_rows(rows: &[Value]) -> Result<(), String> {
     }
     text.push('\n');
     let options = ReadOptions {
-        snapshot: SnapshotMode::Off,
+        snapshot,
         ..ReadOptions::default()
     };
     match read_log(text.as_bytes(), options) {
@@ -407,4 +412,19 @@ fn v4_rules_accept_the_v4_forms() {
         mutate(&mut rows);
         assert_eq!(check_rows(&rows), Ok(()), "{name}");
     }
+}
+
+// Goal: in a normalized recording a developer message's binding needs only an earlier
+// `request/header` (dsh-v4.md 9 item 7); outside one, the same log is refused.
+#[test]
+fn snapshot_mode_relaxes_the_header_binding() {
+    let mut rows = base_rows();
+    set(&mut rows, 8, "/data/message/content/0/toolName", json!("u"));
+    assert_eq!(check_rows_in(&rows, SnapshotMode::On), Ok(()));
+    assert!(check_rows_in(&rows, SnapshotMode::Off).is_err());
+    set(&mut rows, 8, "/data/headerSeq", json!(3));
+    assert_eq!(
+        check_rows_in(&rows, SnapshotMode::On),
+        Err("developer/message headerSeq must reference an earlier request/header".to_owned())
+    );
 }
