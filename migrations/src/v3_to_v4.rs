@@ -4,7 +4,7 @@
 //! inserted before a `turn/start` that follows a next-turn inbox insert while the previous
 //! turn is still open), the inherited marker and catalog collection, the delivery-marker
 //! audit, unknown ignorable events renamed `plugin:<type>`, unknown required events refused,
-//! references remapped after an insertion, then the payload rewrites of [`rewrite`]: plugin
+//! references remapped after an insertion, then the payload rewrites of `rewrite.rs`: plugin
 //! sources become producer kinds, `tool/result` wrappers become tool messages, unknown content
 //! tags become `plugin:<tag>`. [`Stage::finish`] checks the cut, the catalog facts and the
 //! foreign delivery marker, and appends a `subagent/catalog` fact for every child the caller
