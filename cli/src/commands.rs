@@ -151,13 +151,14 @@ struct GenArgs {
     /// Write .jsonl.zstd, one frame per batch.
     #[arg(long)]
     zstd: bool,
-    /// The format version to write: 3; 2 (the prompt in request headers); or 0 (also streams
+    /// The format version to write: 3; 4 (dsh's V4 shapes: tool messages, producer-owned
+    /// sources, developer messages); 2 (the prompt in request headers); or 0 (also streams
     /// as top-level chunk events, which come on top of --events), for migration benchmarks.
     #[arg(
         long = "version",
         default_value = "3",
         value_parser = clap::builder::TypedValueParser::map(
-            clap::builder::PossibleValuesParser::new(["0", "2", "3"]),
+            clap::builder::PossibleValuesParser::new(["0", "2", "3", "4"]),
             |v| v.parse::<u64>().unwrap_or(3),
         )
     )]
@@ -249,8 +250,8 @@ fn check(global: Global, args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
         if let Some(refusal) = &report.migration {
             eprintln!(
-                "{file}:{}: note: no v3 successor: {}",
-                refusal.line, refusal.message
+                "{file}:{}: note: no v{} successor: {}",
+                refusal.line, report.migration_to, refusal.message
             );
         }
     }
@@ -314,11 +315,13 @@ fn report_json(report: &FileReport) -> serde_json::Value {
         "compressed": report.compressed,
         "snapshot": report.snapshot,
         "errors": errors,
-        // Older versions only: whether the in-memory migration to V3 succeeded.
-        "migration": (report.version.is_some_and(|v| v < 3) && report.ok).then(|| {
+        // Older versions only: whether the in-memory migration succeeded (V0 to V2: to V3,
+        // then to V4; V3: to V4). `to` names the successor a refusal is about.
+        "migration": (report.version.is_some_and(|v| v < 4) && report.ok).then(|| {
+            let to = report.migration_to;
             match &report.migration {
-                None => json!({ "to": 3, "ok": true }),
-                Some(r) => json!({ "to": 3, "ok": false, "line": r.line, "message": r.message }),
+                None => json!({ "to": to, "ok": true }),
+                Some(r) => json!({ "to": to, "ok": false, "line": r.line, "message": r.message }),
             }
         }),
     })

@@ -16,8 +16,8 @@ use crate::output::{note_skipped, print_json, progress, skipped_json, EXIT_FAULT
 pub(crate) struct MigrateArgs {
     #[command(flatten)]
     input: InputArgs,
-    /// The target version (only 3, the current one).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=3))]
+    /// The target version: 3 (the default, for now) or 4.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=4))]
     to: u64,
     /// Convert and prove, but write nothing.
     #[arg(long)]
@@ -40,6 +40,7 @@ pub(crate) fn migrate(global: Global, args: MigrateArgs) -> anyhow::Result<ExitC
         dry_run: args.dry_run,
         snapshot: args.input.snapshot.into(),
         skip_proof: args.no_verify,
+        to: sessionlog_format::FormatVersion::from_number(args.to),
     };
     let walk = walk_all(&args.paths)?;
     note_skipped(&walk, global.quiet);
@@ -116,7 +117,7 @@ pub(crate) fn print_table(outcomes: &[FileOutcome], dry_run: bool) {
                     Some(n) => format!("{n} requests proved"),
                     None => "not proved: --no-verify".to_owned(),
                 };
-                format!("{verb} {from} -> v3 ({proof}) {target}")
+                format!("{verb} {from} -> v{} ({proof}) {target}", outcome.to)
             }
             Outcome::Current => format!("current ({from}) {target}"),
             Outcome::Refused { reason, .. } => format!("refused ({from}): {reason}"),

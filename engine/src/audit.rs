@@ -10,7 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sessionlog_format::{Event, EventData, ReadOptions, Recovery, SnapshotMode, SurfaceOp};
+use sessionlog_format::rules::RuleContext;
+use sessionlog_format::{
+    Event, EventData, FormatVersion, ReadOptions, Recovery, SnapshotMode, SurfaceOp,
+};
 
 use crate::error::Error;
 use crate::files::open_log;
@@ -91,9 +94,9 @@ struct Counter {
 }
 
 impl Counter {
-    fn new(session: &str, snapshot: bool) -> Counter {
+    fn new(session: &str, ctx: RuleContext) -> Counter {
         Counter {
-            analyzer: RequestAnalyzer::new(session, snapshot, RequestOptions::default()),
+            analyzer: RequestAnalyzer::new(session, ctx, RequestOptions::default()),
             turns: 0,
             compactions: 0,
             system_nodes: 0,
@@ -174,7 +177,12 @@ pub fn audit_file(path: &Path, relative: &Path, snapshot: SnapshotMode) -> Audit
     row.session = Some(reader.header().id.clone());
     let read_snapshot = reader.snapshot();
     let streamed = crate::migrate::stream(reader, path, true, &mut |_| {}, |header| {
-        Ok(Counter::new(&header.id, read_snapshot))
+        let version = header.version.and_then(FormatVersion::from_number);
+        let ctx = RuleContext {
+            version: version.unwrap_or(FormatVersion::V3),
+            snapshot: read_snapshot,
+        };
+        Ok(Counter::new(&header.id, ctx))
     });
     match streamed {
         Ok(Ok((summary, counter))) => {
@@ -227,7 +235,7 @@ pub fn audit_store(store: &dyn LogStore, sessions: &[String]) -> Result<Vec<Audi
             store,
             session: &id,
         };
-        let counter = source.replay(|opening| Counter::new(opening.session(), opening.snapshot))?;
+        let counter = source.replay(|opening| Counter::new(opening.session(), opening.rules()))?;
         fill(&mut row, counter);
         rows.push(row);
     }

@@ -1,9 +1,10 @@
 //! `demo`: a dsh-like session root the project makes itself, for the README's main job.
 //!
-//! The root holds generated sessions of every released layout the engine migrates: V0 (with
-//! top-level chunk events), V2 (the prompt in request headers) and V3, raw and `.jsonl.zstd`,
-//! laid out as `<root>/--<cwd>--/<id>/session[.vN].jsonl[.zstd]` (spec 3.1), one encoding
-//! per session directory.
+//! The root holds generated sessions of every released layout the engine reads: V0 (with
+//! top-level chunk events), V2 (the prompt in request headers), V3, raw and `.jsonl.zstd`,
+//! and V4 (what dsh 0.1.7 and 0.2.0 write), laid out as
+//! `<root>/--<cwd>--/<id>/session[.vN].jsonl[.zstd]` (spec 3.1), one encoding per session
+//! directory.
 
 use std::path::{Path, PathBuf};
 
@@ -32,7 +33,7 @@ struct Planned {
     tenths: u64,
 }
 
-const PLAN: [Planned; 5] = [
+const PLAN: [Planned; 6] = [
     Planned {
         id: "demo-v0-chunks",
         version: FormatVersion::V0,
@@ -62,6 +63,12 @@ const PLAN: [Planned; 5] = [
         version: FormatVersion::V3,
         compressed: true,
         tenths: 15,
+    },
+    Planned {
+        id: "demo-v4-raw",
+        version: FormatVersion::V4,
+        compressed: false,
+        tenths: 10,
     },
 ];
 
@@ -97,11 +104,14 @@ pub fn write_root(
     Ok(files)
 }
 
-/// The current-version file of each session directory under `root` after migration: the
-/// `session.v3.jsonl[.zstd]` beside each source.
+/// The file the store imports of each session directory under `root` after migration: the
+/// `session.v3.jsonl[.zstd]` beside each V0 to V3 source. A V4 session is read and audited in
+/// place but not imported: the store keeps V3 sessions until it records each session's
+/// version (issue #22 item 4).
 pub fn current_files(files: &[PathBuf]) -> Vec<PathBuf> {
     files
         .iter()
+        .filter(|file| !file.to_string_lossy().contains(".v4.jsonl"))
         .map(|file| {
             let compressed = file.extension().is_some_and(|e| e == "zstd");
             file.with_file_name(FormatVersion::V3.file_name(compressed))
@@ -252,12 +262,18 @@ mod tests {
                 "--work-gen--/demo-v2-raw/session.v2.jsonl",
                 "--work-gen--/demo-v3-raw/session.v3.jsonl",
                 "--work-gen--/demo-v3-zstd/session.v3.jsonl.zstd",
+                "--work-gen--/demo-v4-raw/session.v4.jsonl",
             ]
         );
         let current = current_files(&files);
         assert!(current[0].ends_with("demo-v0-chunks/session.v3.jsonl"));
         assert!(current[1].ends_with("demo-v2-zstd/session.v3.jsonl.zstd"));
         assert_eq!(current[3], files[3]);
+        assert_eq!(
+            current.len(),
+            files.len() - 1,
+            "the V4 session is not imported"
+        );
     }
 
     // Goal: the main job runs end to end as a library call: every step is told, the store
@@ -281,8 +297,11 @@ mod tests {
         .unwrap();
         assert!(report.ok());
         assert_eq!(report.files.len(), PLAN.len());
-        assert_eq!(report.imported.len(), PLAN.len());
-        assert_eq!(report.verified.len(), PLAN.len());
+        // The store keeps V3 sessions: the V4 one is checked and audited, not imported.
+        let stored = current_files(&report.files).len();
+        assert!(stored < PLAN.len());
+        assert_eq!(report.imported.len(), stored);
+        assert_eq!(report.verified.len(), stored);
         assert!(!report.requests.requests.is_empty());
         assert_eq!(steps.iter().filter(|s| **s == "wrote").count(), PLAN.len());
         assert_eq!(steps.last(), Some(&"audited"));

@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::relations::Identity;
-use sessionlog_format::rules::RuleContext;
-use sessionlog_format::{Event, FormatVersion, Message, Violation};
+use sessionlog_format::{Event, Message, Violation};
 
 use crate::error::Error;
 use crate::replay::{Flow, Projection, SessionSource};
@@ -59,10 +58,7 @@ pub fn replay_fold(source: SessionSource<'_>, at_seq: Option<u64>) -> Result<Fol
     let mut session = String::new();
     let folded = source.replay(|opening| {
         session = opening.session().to_owned();
-        let mut fold = SessionFold::new(RuleContext {
-            version: FormatVersion::V3,
-            snapshot: opening.snapshot,
-        });
+        let mut fold = SessionFold::new(opening.rules());
         fold.set_identity(Identity::of(opening.header));
         FoldTo { fold, at_seq }
     })?;

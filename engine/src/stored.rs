@@ -29,7 +29,7 @@ pub fn requests_page(
     let source = SessionSource::Store { store, session };
     let analyzer = source
         .replay(|opening| {
-            RequestAnalyzer::new(opening.session(), opening.snapshot, options).keep_rows(rows)
+            RequestAnalyzer::new(opening.session(), opening.rules(), options).keep_rows(rows)
         })
         .map_err(Error::into_store_error)?;
     Ok(analyzer.finish())

@@ -142,7 +142,7 @@ impl Admission {
         let inconsistent = |m: String| Err(Violation::new(Rule::Surface, m));
         if let Some(head) = state.head {
             let first = surface.nodes().first();
-            if ctx.version != FormatVersion::V3 {
+            if !ctx.version.has_system_head() {
                 return inconsistent(format!("format {} has no protected head", ctx.version));
             }
             if first.is_none_or(|n| n.seq != head || n.kind != NodeKind::System) {
@@ -200,7 +200,7 @@ impl Admission {
         }
         let plan = self.surface.plan(event)?;
         let mut becomes_head = false;
-        if self.ctx.version == FormatVersion::V3 {
+        if self.ctx.version.has_system_head() {
             becomes_head = self.check_head_rules(event, &plan)?;
         }
         self.relations.check(event, &self.surface)?;
@@ -214,7 +214,7 @@ impl Admission {
     /// An ignorable `tool/code-dispatch*` in a V3 log: obsolete, opaque to the relationship
     /// rules (spec 11 restoration rule 8); a required one never gets here (row admission).
     fn is_obsolete_dispatch(&self, event: &Event) -> bool {
-        self.ctx.version == FormatVersion::V3
+        self.ctx.version.has_system_head()
             && matches!(
                 event.kind,
                 EventType::ToolCodeDispatch | EventType::ToolCodeDispatchStart
@@ -290,7 +290,9 @@ impl Admission {
         let head_error = |m: &str| Err(Violation::new(Rule::HeadProtection, m));
         match &event.data {
             EventData::SystemMessage(data) => {
-                if self.open_step != Some((data.turn, data.step)) {
+                // V4 words this rule as its relationship validator does (`crate::relations`).
+                let v4 = self.ctx.version == FormatVersion::V4;
+                if !v4 && self.open_step != Some((data.turn, data.step)) {
                     return Err(Violation::new(
                         Rule::SystemStep,
                         "system/message does not match an open step",

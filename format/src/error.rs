@@ -33,8 +33,16 @@ pub enum Rule {
     BooleanMember,
     /// The message shape (spec 4 rule 8).
     MessageShape,
-    /// V3 row admission (spec 11 codec).
+    /// V3 row admission (spec 11 codec); V4 retired syntax and system fields (dsh-v4.md 4.5).
     RowAdmission,
+    /// A V4 message slot without a producer-owned source kind (dsh-v4.md 4.3).
+    ProducerSource,
+    /// The tool-role message of a V4 `tool/result` (dsh-v4.md 4.2).
+    ToolRole,
+    /// A V4 fork-generated not-started result that is not the exact form (dsh-v4.md 4.2).
+    ForkResult,
+    /// A V4 `developer/message` payload on its own (dsh-v4.md 4.4).
+    DeveloperMessage,
     /// An unknown type without `ignorable: true` (spec 9).
     UnknownEvent,
     /// The surface transition (spec 7.2).
@@ -126,6 +134,9 @@ pub enum Rule {
     CompactionSummaryRepeated,
     /// `shadowedSeqs` not an exact current surface span.
     CompactionSpan,
+    /// A V4 `developer/message` whose `headerSeq` does not bind its tool additions to an
+    /// earlier `request/header` (dsh-v4.md 4.4).
+    DeveloperHeader,
     /// `compaction/end` with another owner turn.
     CompactionOwnerChanged,
     /// A successful `compaction/end` without a summary.
@@ -155,6 +166,10 @@ impl Rule {
             Rule::BooleanMember => "boolean-member",
             Rule::MessageShape => "message-shape",
             Rule::RowAdmission => "row-admission",
+            Rule::ProducerSource => "producer-source",
+            Rule::ToolRole => "tool-role",
+            Rule::ForkResult => "fork-result",
+            Rule::DeveloperMessage => "developer-message",
             Rule::UnknownEvent => "unknown-event",
             Rule::Surface => "surface",
             Rule::HeadProtection => "head-protection",
@@ -200,6 +215,7 @@ impl Rule {
             Rule::CompactionUnmatched => "compaction-unmatched",
             Rule::CompactionSummaryRepeated => "compaction-summary-repeated",
             Rule::CompactionSpan => "compaction-span",
+            Rule::DeveloperHeader => "developer-header",
             Rule::CompactionOwnerChanged => "compaction-owner-changed",
             Rule::CompactionSummaryMissing => "compaction-summary-missing",
         }
@@ -248,6 +264,7 @@ pub const RELATIONAL_RULES: &[Rule] = &[
     Rule::CompactionSpan,
     Rule::CompactionOwnerChanged,
     Rule::CompactionSummaryMissing,
+    Rule::DeveloperHeader,
 ];
 
 impl fmt::Display for Rule {

@@ -54,6 +54,7 @@ event_types! {
     CompactionStart = "compaction/start",
     CompactionSummary = "compaction/summary",
     DeliverablesPresented = "deliverables/presented",
+    DeveloperMessage = "developer/message",
     FeedbackMessageDelete = "feedback/message-delete",
     FeedbackMessagePut = "feedback/message-put",
     FeedbackRecord = "feedback/record",
@@ -121,6 +122,11 @@ impl EventType {
         )
     }
 
+    /// The surface types of V4: the V3 ones and `developer/message` (dsh-v4.md 4.6).
+    pub fn is_surface_v4(&self) -> bool {
+        self.is_surface_v3() || *self == EventType::DeveloperMessage
+    }
+
     /// The surface types before V3: user, assistant and tool only.
     pub fn is_surface_pre_v3(&self) -> bool {
         matches!(
@@ -145,6 +151,7 @@ pub enum EventData {
     StepStart(Box<StepRef>),
     StepEnd(Box<StepRef>),
     SystemMessage(Box<SystemMessageData>),
+    DeveloperMessage(Box<DeveloperMessageData>),
     UserMessage(Box<Message>),
     AssistantMessage(Box<AssistantMessageData>),
     AssistantAttempt(Box<AssistantAttemptData>),
@@ -170,10 +177,27 @@ impl EventData {
         match self {
             EventData::UserMessage(m) => Some(m),
             EventData::SystemMessage(d) => Some(&d.message),
+            EventData::DeveloperMessage(d) => Some(&d.message),
             EventData::AssistantMessage(d) => Some(&d.message),
             EventData::ToolResult(d) => Some(&d.message),
             _ => None,
         }
+    }
+
+    /// The payload as a JSON value, exactly as a row writes it.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(crate::row::DataRef(self))
+            .expect("a payload of JSON values always converts")
+    }
+
+    /// Decodes a payload of `kind` from a JSON value, typed as a row would decode it (the
+    /// current shapes, never the V0 legacy ones).
+    pub fn from_value(kind: &EventType, value: Value) -> Result<EventData, String> {
+        let seed = DataSeed {
+            kind,
+            legacy: false,
+        };
+        seed.deserialize(value).map_err(|e| e.to_string())
     }
 
     /// `(turn, step)` of the payloads that name a step.
@@ -181,6 +205,7 @@ impl EventData {
         match self {
             EventData::StepStart(d) | EventData::StepEnd(d) => Some((d.turn, d.step)),
             EventData::SystemMessage(d) => Some((d.turn, d.step)),
+            EventData::DeveloperMessage(d) => Some((d.turn, d.step)),
             EventData::AssistantMessage(d) => Some((d.turn, d.step)),
             EventData::AssistantAttempt(d) => Some((d.turn, d.step)),
             EventData::AssistantChunk(d) => Some((d.turn, d.step)),
@@ -239,6 +264,9 @@ impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
             EventType::StepEnd => EventData::StepEnd(Box::new(StepRef::deserialize(d)?)),
             EventType::SystemMessage => {
                 EventData::SystemMessage(Box::new(SystemMessageData::deserialize(d)?))
+            }
+            EventType::DeveloperMessage => {
+                EventData::DeveloperMessage(Box::new(DeveloperMessageData::deserialize(d)?))
             }
             EventType::UserMessage => EventData::UserMessage(Box::new(Message::deserialize(d)?)),
             EventType::AssistantMessage => {
@@ -324,6 +352,7 @@ impl Event {
             EventData::StepStart(_) => EventType::StepStart,
             EventData::StepEnd(_) => EventType::StepEnd,
             EventData::SystemMessage(_) => EventType::SystemMessage,
+            EventData::DeveloperMessage(_) => EventType::DeveloperMessage,
             EventData::UserMessage(_) => EventType::UserMessage,
             EventData::AssistantMessage(_) => EventType::AssistantMessage,
             EventData::AssistantAttempt(_) => EventType::AssistantAttempt,

@@ -100,6 +100,9 @@ impl SessionHeader {
     /// Checks the header rules of `version`; `snapshot` admits placeholders where a path is
     /// expected.
     pub fn check(&self, version: FormatVersion, snapshot: bool) -> Result<(), String> {
+        if version == FormatVersion::V4 {
+            return self.check_v4(snapshot);
+        }
         if self.kind != "session" {
             return Err(format!(
                 "header type must be \"session\", found \"{}\"",
@@ -148,6 +151,45 @@ impl SessionHeader {
             if self.is_seeded.is_none() {
                 return Err(format!("header of format {version} requires isSeeded"));
             }
+        }
+        Ok(())
+    }
+
+    /// The V4 header rules with dsh's texts (`assertReleasedV4Header`, dsh-v4.md 3): the V3
+    /// key set, every other key refused by name, then our session-id rule.
+    fn check_v4(&self, snapshot: bool) -> Result<(), String> {
+        if self.kind != "session" {
+            return Err("expected format v4 physical header".to_owned());
+        }
+        if self.seed_length.is_some() {
+            return Err("format v4 header has unexpected field seedLength".to_owned());
+        }
+        if let Some(key) = self.extra.keys().next() {
+            return Err(format!("format v4 header has unexpected field {key}"));
+        }
+        if self.is_seeded.is_none() {
+            return Err("format v4 header lacks required field isSeeded".to_owned());
+        }
+        for (name, value) in [
+            ("createdAt", self.created_at),
+            ("delegationDepth", self.delegation_depth),
+        ] {
+            if value > crate::json::SAFE_INTEGER_MAX {
+                return Err(format!(
+                    "format v4 header {name} must be a non-negative safe integer"
+                ));
+            }
+        }
+        if let Some(cwd) = &self.cwd {
+            if !(is_absolute_path(cwd) || snapshot && is_placeholder(cwd)) {
+                return Err("format v4 header cwd must be absolute".to_owned());
+            }
+        }
+        if self.origin.as_deref().is_some_and(|o| o != "subagent") {
+            return Err("format v4 header origin must be \"subagent\"".to_owned());
+        }
+        if let Err(reason) = check_session_id(&self.id) {
+            return Err(format!("header id {:?} is refused: {reason}", self.id));
         }
         Ok(())
     }
@@ -209,6 +251,51 @@ mod tests {
         );
         assert!(placeholder.check(FormatVersion::V3, false).is_err());
         assert_eq!(placeholder.check(FormatVersion::V3, true), Ok(()));
+    }
+
+    // Goal: the V4 header rules with dsh's texts (dsh-v4.md 3), one accepted and one refused
+    // case each.
+    #[test]
+    fn v4_rules() {
+        let base = r#""type":"session","version":4,"id":"a","createdAt":1"#;
+        let ok = header(&format!(
+            r#"{{{base},"cwd":"/w","parentSession":"p","isSeeded":true,"origin":"subagent","delegationDepth":1,"agentPreset":"x"}}"#
+        ));
+        assert_eq!(ok.check(FormatVersion::V4, false), Ok(()));
+        let refused = [
+            (
+                r#","isSeeded":false,"delegationDepth":0,"x":1"#,
+                "format v4 header has unexpected field x",
+            ),
+            (
+                r#","seedLength":2,"isSeeded":false,"delegationDepth":0"#,
+                "format v4 header has unexpected field seedLength",
+            ),
+            (
+                r#","delegationDepth":0"#,
+                "format v4 header lacks required field isSeeded",
+            ),
+            (
+                r#","cwd":"w","isSeeded":false,"delegationDepth":0"#,
+                "format v4 header cwd must be absolute",
+            ),
+            (
+                r#","origin":"user","isSeeded":false,"delegationDepth":0"#,
+                "format v4 header origin must be \"subagent\"",
+            ),
+            (
+                r#","isSeeded":false,"delegationDepth":9007199254740992"#,
+                "format v4 header delegationDepth must be a non-negative safe integer",
+            ),
+        ];
+        for (rest, text) in refused {
+            let h = header(&format!("{{{base}{rest}}}"));
+            assert_eq!(
+                h.check(FormatVersion::V4, false).unwrap_err(),
+                text,
+                "{rest}"
+            );
+        }
     }
 
     // Goal: the session-id rule (issue #20: a space, a right-to-left override and other ids

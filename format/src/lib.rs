@@ -1,4 +1,4 @@
-//! Pure codecs for dsh session logs (format versions V0 to V3).
+//! Pure codecs for dsh session logs (format versions V0 to V4).
 //!
 //! This crate turns bytes into typed events and back. It is what every other sessionlog crate
 //! reads and writes through; it is not a store, a migrator or a CLI.
@@ -54,6 +54,7 @@ pub mod seq_ranges;
 pub mod stream;
 pub mod surface;
 pub mod tokens;
+pub mod v4_rows;
 pub mod version;
 pub mod writer;
 
@@ -65,5 +66,5 @@ pub use header::SessionHeader;
 pub use json::{check_lossless, Extra, JSON_DEPTH_MAX, SAFE_INTEGER_MAX};
 pub use message::{ContentBlock, Message, Source};
 pub use reader::{read_log, FrameSource, Log, LogReader, ReadOptions, Recovery, SnapshotMode};
-pub use version::{FormatVersion, FORMAT_VERSION_CURRENT};
+pub use version::{FormatVersion, FORMAT_VERSION_CURRENT, FORMAT_VERSION_NEWEST};
 pub use writer::{Compression, LogWriter, WriteError, WriterOptions};

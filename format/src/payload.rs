@@ -42,6 +42,17 @@ json_object! {
 }
 
 json_object! {
+    /// `developer/message` (V4): tool additions and removals as a surface node. `headerSeq` is
+    /// kept as written so that a wrong type is refused with dsh's text (dsh-v4.md 4.4).
+    pub struct DeveloperMessageData {
+        req turn: u64 = "turn",
+        req step: u64 = "step",
+        req message: Message = "message",
+        opt header_seq: Value = "headerSeq",
+    }
+}
+
+json_object! {
     /// `assistant/message`. V0/V1 have no `stream`; they cite chunk events instead.
     pub struct AssistantMessageData {
         req turn: u64 = "turn",

@@ -25,6 +25,19 @@ impl Opening<'_> {
     pub fn session(&self) -> &str {
         &self.header.id
     }
+
+    /// The rules the session's events are folded under: its header's version (V3, or V4 read
+    /// natively) and the snapshot mode.
+    pub fn rules(&self) -> crate::rules::RuleContext {
+        let version = self
+            .header
+            .version
+            .and_then(crate::FormatVersion::from_number);
+        crate::rules::RuleContext {
+            version: version.unwrap_or(crate::FormatVersion::V3),
+            snapshot: self.snapshot,
+        }
+    }
 }
 
 /// Whether the replay goes on after an event.

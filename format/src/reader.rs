@@ -18,7 +18,7 @@ use crate::header::{is_placeholder, SessionHeader};
 use crate::relations::Identity;
 use crate::row::{decode_row, Decoded, RowContext};
 use crate::rules::RuleContext;
-use crate::version::{newer_version_refusal, FormatVersion, FORMAT_VERSION_CURRENT};
+use crate::version::{newer_version_refusal, FormatVersion, FORMAT_VERSION_NEWEST};
 
 /// Largest row this reader accepts.
 pub const ROW_SIZE_BYTES_MAX: usize = 64 << 20;
@@ -286,18 +286,15 @@ impl<R: Read> LogReader<R> {
                 "header version must be a non-negative integer, found {raw}"
             )));
         };
-        if number > FORMAT_VERSION_CURRENT {
+        if number > FORMAT_VERSION_NEWEST {
             return Err(ReadError::NewerVersion {
                 id: id.to_owned(),
                 found: number,
-                supported: FORMAT_VERSION_CURRENT,
+                supported: FORMAT_VERSION_NEWEST,
                 message: newer_version_refusal(id, number),
             });
         }
-        Ok(
-            FormatVersion::from_number(number)
-                .expect("numbers up to the current version are known"),
-        )
+        Ok(FormatVersion::from_number(number).expect("numbers up to the newest version are known"))
     }
 
     fn read_line(&mut self) -> Result<LineRead, ReadError> {

@@ -176,7 +176,7 @@ fn decode_surface_op(value: &Value, version: FormatVersion) -> Result<SurfaceOp,
             ))
         }
     };
-    let (start_key, end_key) = if version == FormatVersion::V3 {
+    let (start_key, end_key) = if version.has_system_head() {
         ("startSeq", "endSeq")
     } else {
         ("start", "end")
@@ -509,7 +509,7 @@ impl Serialize for SurfaceOpRef {
         match self.op {
             SurfaceOp::Append => serializer.serialize_str("append"),
             SurfaceOp::Replace { start_seq, end_seq } => {
-                let (start_key, end_key) = if self.version == FormatVersion::V3 {
+                let (start_key, end_key) = if self.version.has_system_head() {
                     ("startSeq", "endSeq")
                 } else {
                     ("start", "end")
@@ -534,6 +534,7 @@ impl Serialize for DataRef<'_> {
             EventData::TurnEnd(d) => d.serialize(s),
             EventData::StepStart(d) | EventData::StepEnd(d) => d.serialize(s),
             EventData::SystemMessage(d) => d.serialize(s),
+            EventData::DeveloperMessage(d) => d.serialize(s),
             EventData::UserMessage(d) => d.serialize(s),
             EventData::AssistantMessage(d) => d.serialize(s),
             EventData::AssistantAttempt(d) => d.serialize(s),

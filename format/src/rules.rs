@@ -38,6 +38,9 @@ pub fn check_event(event: &Event, ctx: RuleContext) -> Checked {
         return Ok(());
     }
     check_surface_metadata(event, ctx)?;
+    if ctx.version == FormatVersion::V4 {
+        crate::v4_rows::check_row(event)?;
+    }
     check_payload(event, ctx)?;
     check_members(event, ctx)?;
     if ctx.version >= FormatVersion::V2 {
@@ -54,8 +57,9 @@ pub fn is_known(kind: &EventType, version: FormatVersion) -> bool {
     match kind {
         T::Other(_) => false,
         T::SystemMessage | T::ToolPtcDispatch | T::ToolPtcDispatchStart => {
-            version == FormatVersion::V3
+            version.has_system_head()
         }
+        T::DeveloperMessage => version == FormatVersion::V4,
         T::ToolCodeDispatch | T::ToolCodeDispatchStart => true,
         T::AssistantChunk => version.has_packed_rows(),
         T::SteeringMessage
@@ -112,6 +116,16 @@ fn check_vocabulary(event: &Event, ctx: RuleContext) -> Checked {
     if is_known(&event.kind, ctx.version) || event.ignorable {
         return Ok(());
     }
+    if ctx.version == FormatVersion::V4 {
+        return fail(
+            Rule::UnknownEvent,
+            format!(
+                "format v4 contains unknown event type {:?} at seq {}",
+                event.kind.as_str(),
+                event.seq
+            ),
+        );
+    }
     fail(
         Rule::UnknownEvent,
         format!(
@@ -123,6 +137,7 @@ fn check_vocabulary(event: &Event, ctx: RuleContext) -> Checked {
 
 fn is_surface_type(kind: &EventType, version: FormatVersion) -> bool {
     match version {
+        FormatVersion::V4 => kind.is_surface_v4(),
         FormatVersion::V3 => kind.is_surface_v3(),
         // A V0 steering note was a surface message; V0 -> V1 renames it `user/message`.
         FormatVersion::V0 => kind.is_surface_pre_v3() || *kind == EventType::SteeringMessage,
@@ -147,7 +162,11 @@ fn check_surface_metadata(event: &Event, ctx: RuleContext) -> Checked {
         }
         return Ok(());
     }
-    if event.ignorable {
+    // V4 lets a `developer/message` be ignorable, for readers that do not know the type; it
+    // is checked in full all the same (dsh-v4.md 4.7).
+    let ignorable_developer =
+        ctx.version == FormatVersion::V4 && *kind == EventType::DeveloperMessage;
+    if event.ignorable && !ignorable_developer {
         return fail(
             Rule::Envelope,
             format!("{kind} is a surface event and cannot be ignorable"),
@@ -196,18 +215,22 @@ fn check_source_seqs(event: &Event, ctx: RuleContext) -> Checked {
 }
 
 fn check_payload(event: &Event, ctx: RuleContext) -> Checked {
-    let v3 = ctx.version == FormatVersion::V3;
+    let v3 = ctx.version.has_system_head();
     match &event.data {
         EventData::RequestHeader(data) if ctx.version >= FormatVersion::V2 => {
             check_request_header(data, ctx)
         }
-        EventData::ToolResult(data) if v3 => check_tool_result_error(data),
+        EventData::ToolResult(data) if ctx.version == FormatVersion::V3 => {
+            check_tool_result_error(data)
+        }
         EventData::AssistantMessage(data) if ctx.version >= FormatVersion::V2 => {
             if data.stream.is_none() {
                 return fail(Rule::Payload, "assistant/message requires a stream array");
             }
             Ok(())
         }
+        // V4 checks its system messages natively and allows extra keys (`crate::v4_rows`).
+        EventData::SystemMessage(_) if ctx.version == FormatVersion::V4 => Ok(()),
         EventData::SystemMessage(data) => {
             if !data.extra.is_empty() || !data.message.extra.is_empty() {
                 return fail(
@@ -224,6 +247,13 @@ fn check_payload(event: &Event, ctx: RuleContext) -> Checked {
             }
             Ok(())
         }
+        _ if ctx.version == FormatVersion::V4 && !event.ignorable => match event.kind {
+            EventType::ToolCodeDispatch | EventType::ToolCodeDispatchStart => fail(
+                Rule::RowAdmission,
+                format!("format v4 rejects retired event type {}", event.kind),
+            ),
+            _ => Ok(()),
+        },
         _ if v3 && !event.ignorable => match event.kind {
             EventType::ToolCodeDispatch | EventType::ToolCodeDispatchStart => fail(
                 Rule::RowAdmission,
@@ -243,8 +273,8 @@ const HEADER_REASONS: [&str; 4] = ["initial", "resume", "change", "series"];
 
 fn check_request_header(data: &RequestHeaderData, ctx: RuleContext) -> Checked {
     let header = &data.header;
-    let v3 = ctx.version == FormatVersion::V3;
-    if v3 && header.system.is_some() {
+    let v3 = ctx.version.has_system_head();
+    if ctx.version == FormatVersion::V3 && header.system.is_some() {
         return fail(
             Rule::RowAdmission,
             "format v3 request/header rejects retired header.system",
@@ -380,6 +410,8 @@ fn check_message_shape(kind: &EventType, message: &Message, ctx: RuleContext) ->
     let role = message.role.as_deref().unwrap_or("");
     let non_empty = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
     match kind {
+        // V4 system messages and tool results are checked natively (`crate::v4_rows`).
+        EventType::SystemMessage | EventType::ToolResult if ctx.version == FormatVersion::V4 => {}
         EventType::SystemMessage => {
             if role != "system" {
                 return shape(format!("must have role system, found \"{role}\""));

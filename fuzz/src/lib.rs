@@ -10,13 +10,33 @@ use sessionlog_format::{LogReader, ReadOptions, Recovery};
 use sessionlog_migrations::{Catalog, StageOptions};
 
 /// A valid header of each version a migration edge reads.
-const EDGE_HEADERS: [&str; 3] = [
+const EDGE_HEADERS: [&str; 4] = [
     r#"{"type":"session","version":0,"id":"f","createdAt":1,"delegationDepth":0}"#,
     r#"{"type":"session","version":1,"id":"f","createdAt":1,"seedLength":0,"delegationDepth":0}"#,
     r#"{"type":"session","version":2,"id":"f","createdAt":1,"isSeeded":false,"delegationDepth":0}"#,
+    r#"{"type":"session","version":3,"id":"f","createdAt":1,"isSeeded":false,"delegationDepth":0}"#,
 ];
 
-/// The migration edge from `version` (0, 1 or 2): a valid header of that version, then
+/// A valid V4 header.
+const V4_HEADER: &str =
+    r#"{"type":"session","version":4,"id":"f","createdAt":1,"isSeeded":false,"delegationDepth":0}"#;
+
+/// The V4 reader: a valid V4 header, then `rows`, read strictly and recoverably to the end.
+/// Refusals are answers; only a panic is a finding.
+pub fn read_v4(rows: &[u8]) {
+    let mut input = V4_HEADER.as_bytes().to_vec();
+    input.push(b'\n');
+    input.extend_from_slice(rows);
+    for recovery in [Recovery::Strict, Recovery::Recoverable] {
+        let options = ReadOptions {
+            recovery,
+            ..ReadOptions::default()
+        };
+        let _ = sessionlog_format::read_log(Cursor::new(&input), options);
+    }
+}
+
+/// The migration edge from `version` (0 to 3): a valid header of that version, then
 /// `rows`, read recoverably, each admitted event pushed through the edge's stage, then
 /// finished. Refusals are answers; only a panic is a finding.
 pub fn migrate_edge(version: usize, rows: &[u8]) {

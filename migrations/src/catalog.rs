@@ -1,11 +1,12 @@
 //! The chain of adjacent edges: the [`Stage`] trait and the [`Catalog`] that checks the chain.
 
-use sessionlog_format::{Event, FormatVersion, SessionHeader, FORMAT_VERSION_CURRENT};
+use sessionlog_format::{Event, FormatVersion, SessionHeader, FORMAT_VERSION_NEWEST};
 
 use crate::error::{CatalogError, Refusal};
 use crate::v0_to_v1::V0ToV1;
 use crate::v1_to_v2::V1ToV2;
 use crate::v2_to_v3::V2ToV3;
+use crate::v3_to_v4::V3ToV4;
 
 /// One adjacent edge `vN -> vN+1`, applied to one log. A stage is stateful and streaming:
 /// [`Stage::header`] first, then [`Stage::push`] for every source event in seq order, then
@@ -81,15 +82,15 @@ impl Catalog {
             }
         }
         let last = edges.last().expect("checked non-empty above").to;
-        if last.number() != FORMAT_VERSION_CURRENT {
-            let current = FormatVersion::from_number(FORMAT_VERSION_CURRENT)
-                .expect("the current version is known");
+        if last.number() != FORMAT_VERSION_NEWEST {
+            let current = FormatVersion::from_number(FORMAT_VERSION_NEWEST)
+                .expect("the newest version is known");
             return Err(CatalogError::Incomplete { last, current });
         }
         Ok(Catalog { edges })
     }
 
-    /// The edges this build ships: V0 -> V1 -> V2 -> V3.
+    /// The edges this build ships: V0 -> V1 -> V2 -> V3 -> V4.
     pub fn released() -> Catalog {
         Catalog::new(vec![
             EdgeSpec {
@@ -107,6 +108,11 @@ impl Catalog {
                 to: FormatVersion::V3,
                 build: build_v2_to_v3,
             },
+            EdgeSpec {
+                from: FormatVersion::V3,
+                to: FormatVersion::V4,
+                build: build_v3_to_v4,
+            },
         ])
         .expect("the released edges form one chain")
     }
@@ -121,19 +127,32 @@ impl Catalog {
         &self.edges
     }
 
-    /// The fresh stages that take a log of version `found` (a header number) to the current
-    /// version; empty when the log is already current.
-    pub fn plan(&self, found: u64, options: StageOptions) -> Result<Chain, CatalogError> {
-        if found > FORMAT_VERSION_CURRENT {
+    /// The fresh stages that take a log of version `found` (a header number) to `target`;
+    /// empty when the log is already at or past it (a V4 log asked for V3 passes through:
+    /// there is no downgrade edge).
+    pub fn plan(
+        &self,
+        found: u64,
+        target: FormatVersion,
+        options: StageOptions,
+    ) -> Result<Chain, CatalogError> {
+        if found > FORMAT_VERSION_NEWEST {
             return Err(CatalogError::Newer {
                 found,
-                current: FORMAT_VERSION_CURRENT,
+                current: FORMAT_VERSION_NEWEST,
             });
+        }
+        let newest = self.edges.last().expect("checked non-empty").to;
+        if target > newest {
+            return Err(CatalogError::NoTarget { target, newest });
         }
         let lowest = self.lowest();
         let version =
-            FormatVersion::from_number(found).expect("numbers up to the current version are known");
-        if version < lowest && version.number() != FORMAT_VERSION_CURRENT {
+            FormatVersion::from_number(found).expect("numbers up to the newest version are known");
+        if version >= target {
+            return Ok(Chain { stages: Vec::new() });
+        }
+        if version < lowest {
             return Err(CatalogError::NoUpgradePath {
                 found: version,
                 lowest,
@@ -142,7 +161,7 @@ impl Catalog {
         let stages = self
             .edges
             .iter()
-            .filter(|edge| edge.from >= version)
+            .filter(|edge| edge.from >= version && edge.to <= target)
             .map(|edge| (edge.build)(options))
             .collect();
         Ok(Chain { stages })
@@ -159,6 +178,12 @@ fn build_v1_to_v2(options: StageOptions) -> Box<dyn Stage> {
 
 fn build_v2_to_v3(options: StageOptions) -> Box<dyn Stage> {
     Box::new(V2ToV3::new(options))
+}
+
+/// The chain migrates one log: its children are not in view, so the edge gets dsh's explicit
+/// empty child evidence (ARCHITECTURE.md, "Decisions where the spec is silent").
+fn build_v3_to_v4(options: StageOptions) -> Box<dyn Stage> {
+    Box::new(V3ToV4::new(options))
 }
 
 /// The stages of one planned migration, applied in order; itself a streaming transform from

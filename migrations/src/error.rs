@@ -27,12 +27,17 @@ impl Refusal {
         }
     }
 
-    /// A refusal of a whole chain from `from` to the current version (the proof, the
-    /// target's admission); `seq` is a source seq.
-    pub fn chain(from: FormatVersion, seq: Option<u64>, reason: Reason) -> Refusal {
+    /// A refusal of a whole chain from `from` to `to` (the proof, the target's admission);
+    /// `seq` is a source seq.
+    pub fn chain(
+        from: FormatVersion,
+        to: FormatVersion,
+        seq: Option<u64>,
+        reason: Reason,
+    ) -> Refusal {
         Refusal {
             from,
-            to: FormatVersion::V3,
+            to,
             seq,
             reason,
         }
@@ -111,8 +116,8 @@ pub enum Reason {
     UnmappedReference { field: &'static str, target: u64 },
     #[error("migration source is not a valid log of its version: {detail}")]
     InvalidSource { detail: String },
-    #[error("migration produced an invalid v3 log: {detail}")]
-    InvalidOutput { detail: String },
+    #[error("migration produced an invalid {to} log: {detail}")]
+    InvalidOutput { to: FormatVersion, detail: String },
     #[error(
         "migration changed the request at source seq {source_seq}: derived messages differ \
          first at index {message_idx}"
@@ -139,6 +144,9 @@ pub enum Reason {
     /// A refusal of the V1 -> V2 edge.
     #[error(transparent)]
     V1ToV2(#[from] crate::v1_to_v2::V1Reason),
+    /// A refusal of the V3 -> V4 edge.
+    #[error(transparent)]
+    V3ToV4(#[from] crate::v3_to_v4::V3Reason),
 }
 
 /// Why a catalog could not be built or could not plan a chain (spec 9, chain integrity).
@@ -163,6 +171,11 @@ pub enum CatalogError {
     },
     #[error("stored Session uses newer format v{found}; this build writes v{current}")]
     Newer { found: u64, current: u64 },
+    #[error("this build migrates only up to {newest}, not to {target}")]
+    NoTarget {
+        target: FormatVersion,
+        newest: FormatVersion,
+    },
     #[error(
         "stored Session uses format {found}, older than the supported {lowest}, and this build \
          ships no upgrade path for it"

@@ -1,7 +1,7 @@
 //! Adjacent version edges of the dsh session-log format (vN -> vN+1), pure and streaming.
 //!
 //! A log older than the current version reaches it through a chain of adjacent edges, one
-//! [`Stage`] per edge. The [`Catalog`] holds exactly one edge per step from V0 to V3 and
+//! [`Stage`] per edge. The [`Catalog`] holds exactly one edge per step from V0 to V4 and
 //! checks that when it is built; [`Catalog::plan`] gives the [`Chain`] for a stored version.
 //!
 //! - [`v0_to_v1`]: the closed V0 inventory and the bounded legacy normalisations.
@@ -11,6 +11,9 @@
 //!   replacements for prompt changes, reference remapping, the PTC and preset renames and
 //!   canonical envelopes. It refuses, with dsh's texts, every source it cannot convert without
 //!   reordering.
+//! - [`v3_to_v4`]: the V3 -> V4 edge of dsh-v4.md 5: tool results lifted into tool messages,
+//!   plugin sources renamed to producer kinds, unknown events and content tags moved into the
+//!   `plugin:` namespace, the evidenced interrupted `turn/end`, and catalog completion.
 //! - [`Migrator`]: one streaming migration through the planned chain, with V3 admission of
 //!   the output and the request-equivalence proof (spec 10.8, over every edge) as events pass.
 //!
@@ -46,6 +49,7 @@ mod proof;
 pub mod v0_to_v1;
 pub mod v1_to_v2;
 pub mod v2_to_v3;
+pub mod v3_to_v4;
 
 pub use catalog::{Catalog, Chain, EdgeSpec, Finish, Stage, StageOptions};
 pub use error::{CatalogError, Reason, Refusal};
@@ -57,3 +61,4 @@ pub use v2_to_v3::{
     migrate_v2_to_v3, migrate_v2_to_v3_unproved, migrate_v2_to_v3_with, system_message_id,
     Migrated, V2ToV3,
 };
+pub use v3_to_v4::{ChildFact, V3Reason, V3ToV4, RELEASED_V3_EVENT_TYPES};

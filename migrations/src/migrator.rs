@@ -22,6 +22,7 @@ use sessionlog_format::relations::{Extensions, Identity};
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{
     Admission, Event, EventData, FormatVersion, SessionFold, SessionHeader, Violation,
+    FORMAT_VERSION_CURRENT,
 };
 
 use crate::catalog::{Catalog, Stage, StageOptions};
@@ -32,8 +33,12 @@ use crate::proof::RequestProof;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MigratorOptions {
     pub stage: StageOptions,
-    /// Fold the output under the V3 rules and prove every request (on unless `--no-verify`).
+    /// Fold the output under the target's rules and prove every request (on unless
+    /// `--no-verify`).
     pub prove: bool,
+    /// The version to migrate to (`migrate --to`): [`FORMAT_VERSION_CURRENT`] by default. A
+    /// log already at or past it passes through unchanged under its own version's rules.
+    pub target: FormatVersion,
 }
 
 impl Default for MigratorOptions {
@@ -41,6 +46,8 @@ impl Default for MigratorOptions {
         MigratorOptions {
             stage: StageOptions::default(),
             prove: true,
+            target: FormatVersion::from_number(FORMAT_VERSION_CURRENT)
+                .expect("the current version is known"),
         }
     }
 }
@@ -57,9 +64,11 @@ pub struct Summary {
     pub target_events: u64,
 }
 
-/// The streaming migration of one log from its version to the current one.
+/// The streaming migration of one log from its version to the target one.
 pub struct Migrator {
     from: FormatVersion,
+    /// The version written: the target, or the source's own when it is newer.
+    to: FormatVersion,
     stages: Vec<Box<dyn Stage>>,
     /// The V3 fold of the output (admission and the proof's target side), when proving.
     target: Option<SessionFold>,
@@ -84,10 +93,10 @@ impl Migrator {
         options: MigratorOptions,
     ) -> Result<(Migrator, SessionHeader), MigratorError> {
         let found = header.version.unwrap_or(0);
-        let chain = catalog.plan(found, options.stage)?;
+        let chain = catalog.plan(found, options.target, options.stage)?;
         let from = FormatVersion::from_number(found).ok_or(CatalogError::Newer {
             found,
-            current: sessionlog_format::FORMAT_VERSION_CURRENT,
+            current: sessionlog_format::FORMAT_VERSION_NEWEST,
         })?;
         Ok(Migrator::with_stages(
             from,
@@ -121,9 +130,10 @@ impl Migrator {
             }
         }
         let identity = Identity::of(&header);
+        let to = stages.last().map_or(from, |stage| stage.to());
         let fold = || {
             let mut fold = SessionFold::new(RuleContext {
-                version: FormatVersion::V3,
+                version: to,
                 snapshot: options.stage.snapshot,
             });
             fold.set_identity(identity.clone());
@@ -138,13 +148,14 @@ impl Migrator {
         };
         let migrator = Migrator {
             from,
+            to,
             stages,
             target: options.prove.then(fold),
             v2_check,
             // A current log passes through unchanged: there is nothing to prove, but its events
             // are still admitted under the V3 rules.
             proof: (options.prove && chained)
-                .then(|| RequestProof::new(from, folded, options.stage.snapshot)),
+                .then(|| RequestProof::new(from, folded, to, options.stage.snapshot)),
             proof_after_first,
             source_events: 0,
             target_events: 0,
@@ -158,10 +169,15 @@ impl Migrator {
         self.from
     }
 
+    /// The version the output has.
+    pub fn to(&self) -> FormatVersion {
+        self.to
+    }
+
     /// Converts the next source event, appending the V3 events it releases to `out`.
     pub fn push(&mut self, event: Event, out: &mut Vec<Event>) -> Result<(), Refusal> {
         if self.finished {
-            return Err(Refusal::chain(self.from, None, Reason::Finished));
+            return Err(Refusal::chain(self.from, self.to, None, Reason::Finished));
         }
         let source_seq = event.seq;
         self.source_events += 1;
@@ -193,7 +209,7 @@ impl Migrator {
     /// that every source request was proved.
     pub fn finish(&mut self, out: &mut Vec<Event>) -> Result<Summary, Refusal> {
         if self.finished {
-            return Err(Refusal::chain(self.from, None, Reason::Finished));
+            return Err(Refusal::chain(self.from, self.to, None, Reason::Finished));
         }
         self.finished = true;
         let first = out.len();
@@ -225,7 +241,7 @@ impl Migrator {
         self.admit(&out[first..], None)?;
         if let Some(target) = &self.target {
             let from = self.from.max(FormatVersion::V2);
-            let to_refusal = |(seq, v)| relationship(from, FormatVersion::V3, seq, v);
+            let to_refusal = |(seq, v)| relationship(from, self.to, seq, v);
             target.finish().map_err(to_refusal)?;
         }
         let requests_proved = match &mut self.proof {
@@ -241,7 +257,7 @@ impl Migrator {
         })
     }
 
-    /// Folds released target events under the V3 rules and proves each request header.
+    /// Folds released target events under the target's rules and proves each request header.
     fn admit(&mut self, events: &[Event], source_seq: Option<u64>) -> Result<(), Refusal> {
         self.target_events += events.len() as u64;
         let Some(target) = &mut self.target else {
@@ -251,12 +267,16 @@ impl Migrator {
             target.admit(Arc::new(event.clone())).map_err(|violation| {
                 if violation.rule.is_relational() {
                     let from = self.from.max(FormatVersion::V2);
-                    let mut refusal = relationship(from, FormatVersion::V3, event.seq, violation);
+                    let mut refusal = relationship(from, self.to, event.seq, violation);
                     refusal.seq = source_seq;
                     return refusal;
                 }
                 let detail = format!("target seq {}: {violation}", event.seq);
-                Refusal::chain(self.from, source_seq, Reason::InvalidOutput { detail })
+                let reason = Reason::InvalidOutput {
+                    to: self.to,
+                    detail,
+                };
+                Refusal::chain(self.from, self.to, source_seq, reason)
             })?;
             if matches!(event.data, EventData::RequestHeader(_)) {
                 if let Some(proof) = &mut self.proof {
@@ -288,7 +308,8 @@ impl Migrator {
                     relationship(FormatVersion::V1, FormatVersion::V2, event.seq, violation)
                 } else {
                     let detail = format!("v2 seq {}: {violation}", event.seq);
-                    Refusal::v1_to_v2(None, Reason::InvalidOutput { detail })
+                    let to = FormatVersion::V2;
+                    Refusal::v1_to_v2(None, Reason::InvalidOutput { to, detail })
                 };
                 refusal.seq = source_seq;
                 refusal

@@ -16,7 +16,11 @@
 //! - the synthetic system message's id and source are not compared: the id is generated and
 //!   the plugin name is not part of what the model sees;
 //! - sources of the other messages are not compared either, because the `tools-code-mode`
-//!   rename (spec 10.5) changes them on purpose.
+//!   rename (spec 10.5) and the V4 producer kinds (dsh-v4.md 5.4) change them on purpose;
+//! - into V4, messages are compared as the model sees them (see [`ModelView`]): a V3 tool
+//!   result (a user message holding one `tool-result` wrapper) and its V4 tool message are
+//!   the same tool message (call id, error flag, content), and a V4 content tag the edge moved
+//!   into the `plugin:` namespace is compared without that one prefix.
 //!
 //! The source events wait in a queue between the moment the migrator reads them and the
 //! moment the proof folds them; the queue holds only what the stages hold back (an unsettled
@@ -34,6 +38,7 @@ use crate::error::{Reason, Refusal};
 /// The streaming proof of one migration, from `from` to V3.
 pub(crate) struct RequestProof {
     from: FormatVersion,
+    to: FormatVersion,
     source: SessionFold,
     /// Source events read but not yet folded, oldest first.
     queue: VecDeque<Event>,
@@ -50,9 +55,15 @@ pub(crate) struct RequestProof {
 impl RequestProof {
     /// A proof of a migration from `from` whose source side is folded under the rules of
     /// `folded` (`from` itself, or V1 when the proof starts after the V0 -> V1 edge).
-    pub(crate) fn new(from: FormatVersion, folded: FormatVersion, snapshot: bool) -> RequestProof {
+    pub(crate) fn new(
+        from: FormatVersion,
+        folded: FormatVersion,
+        to: FormatVersion,
+        snapshot: bool,
+    ) -> RequestProof {
         RequestProof {
             from,
+            to,
             source: SessionFold::new(RuleContext {
                 version: folded,
                 snapshot,
@@ -77,11 +88,11 @@ impl RequestProof {
                 "target request {} has no source request header",
                 self.target_requests
             );
-            return Err(Refusal::chain(
-                self.from,
-                None,
-                Reason::InvalidOutput { detail },
-            ));
+            let reason = Reason::InvalidOutput {
+                to: self.to,
+                detail,
+            };
+            return Err(Refusal::chain(self.from, self.to, None, reason));
         };
         let now = Proved {
             source_generation: self.source.content_generation(),
@@ -94,8 +105,14 @@ impl RequestProof {
             _ => 0,
         };
         let source_messages = self.source.messages();
-        let difference =
-            first_difference(&now.prompt, &source_messages, &target.messages(), from_idx);
+        let into_v4 = self.to == FormatVersion::V4;
+        let difference = first_difference(
+            &now.prompt,
+            &source_messages,
+            &target.messages(),
+            from_idx,
+            into_v4,
+        );
         let n_messages = source_messages.len();
         self.proved = Some(Proved { n_messages, ..now });
         if let Some(message_idx) = difference {
@@ -103,7 +120,7 @@ impl RequestProof {
                 source_seq,
                 message_idx,
             };
-            return Err(Refusal::chain(self.from, Some(source_seq), reason));
+            return Err(Refusal::chain(self.from, self.to, Some(source_seq), reason));
         }
         Ok(())
     }
@@ -112,11 +129,11 @@ impl RequestProof {
     pub(crate) fn finish(&mut self) -> Result<u64, Refusal> {
         if let Some((source_seq, _)) = self.advance_to_request(self.target_requests + 1)? {
             let detail = format!("source request header at seq {source_seq} has no target");
-            return Err(Refusal::chain(
-                self.from,
-                Some(source_seq),
-                Reason::InvalidOutput { detail },
-            ));
+            let reason = Reason::InvalidOutput {
+                to: self.to,
+                detail,
+            };
+            return Err(Refusal::chain(self.from, self.to, Some(source_seq), reason));
         }
         Ok(self.target_requests)
     }
@@ -138,7 +155,8 @@ impl RequestProof {
             };
             self.source.admit(Arc::new(event)).map_err(|violation| {
                 let detail = violation.to_string();
-                Refusal::chain(self.from, Some(seq), Reason::InvalidSource { detail })
+                let reason = Reason::InvalidSource { detail };
+                Refusal::chain(self.from, self.to, Some(seq), reason)
             })?;
             if let Some(prompt) = prompt {
                 self.source_requests += 1;
@@ -168,13 +186,14 @@ impl Proved {
     }
 }
 
-/// The index of the first V3 message that differs from the expectation, if any; V2 messages
-/// before `from_idx` are known equal.
+/// The index of the first target message that differs from the expectation, if any; source
+/// messages before `from_idx` are known equal. `into_v4` compares [`ModelView`]s.
 fn first_difference(
     prompt: &str,
     v2: &[&Message],
     v3: &[&Message],
     from_idx: usize,
+    into_v4: bool,
 ) -> Option<usize> {
     let offset = usize::from(!prompt.is_empty());
     if offset == 1 {
@@ -191,11 +210,77 @@ fn first_difference(
         .find(|&idx| match (v2.get(idx), v3.get(idx + offset)) {
             (Some(old), Some(new)) => {
                 let id_differs = old.id.is_some() && old.id != new.id;
-                old.role != new.role || old.content != new.content || id_differs
+                let differs = if into_v4 {
+                    ModelView::of_source(old) != ModelView::of_v4(new)
+                } else {
+                    old.role != new.role || old.content != new.content
+                };
+                differs || id_differs
             }
             _ => true,
         })
         .map(|idx| idx + offset)
+}
+
+/// What the model is sent of one message: its role, the call a tool result answers with its
+/// error flag, and its content. Sources and ids are not part of it (ids are compared apart).
+#[derive(Debug, PartialEq)]
+struct ModelView {
+    role: Option<String>,
+    call: Option<(String, Option<bool>)>,
+    content: Vec<ContentBlock>,
+}
+
+impl ModelView {
+    /// A V0 to V3 message: a tool-sourced user message holding exactly one `tool-result`
+    /// wrapper is the tool message it wraps.
+    fn of_source(message: &Message) -> ModelView {
+        if let [ContentBlock::ToolResult(block)] = message.content.as_slice() {
+            if message.source_kind() == "tool" {
+                return ModelView {
+                    role: Some("tool".to_owned()),
+                    call: Some((block.tool_call_id.clone(), block.is_error)),
+                    content: block.content.clone(),
+                };
+            }
+        }
+        ModelView {
+            role: message.role.clone(),
+            call: None,
+            content: message.content.clone(),
+        }
+    }
+
+    /// A V4 message, with one `plugin:` prefix taken off unknown tags.
+    fn of_v4(message: &Message) -> ModelView {
+        let content = message.content.iter().map(strip_plugin_tag).collect();
+        let call = (message.role.as_deref() == Some("tool")).then(|| {
+            let id = message.extra.get("toolCallId").and_then(Value::as_str);
+            let is_error = message.extra.get("isError").and_then(Value::as_bool);
+            (id.unwrap_or_default().to_owned(), is_error)
+        });
+        ModelView {
+            role: message.role.clone(),
+            call,
+            content,
+        }
+    }
+}
+
+fn strip_plugin_tag(block: &ContentBlock) -> ContentBlock {
+    let ContentBlock::Other(object) = block else {
+        return block.clone();
+    };
+    let mut object = object.clone();
+    let stripped = object
+        .get("type")
+        .and_then(Value::as_str)
+        .and_then(|tag| tag.strip_prefix("plugin:"))
+        .map(str::to_owned);
+    if let Some(tag) = stripped {
+        object.insert("type".to_owned(), tag.into());
+    }
+    ContentBlock::Other(object)
 }
 
 #[cfg(test)]
@@ -220,23 +305,26 @@ mod tests {
         let user = message("u1", "user", "hi");
         let other = message("u1", "user", "bye");
         assert_eq!(
-            first_difference("be brief", &[&user], &[&system, &user], 0),
+            first_difference("be brief", &[&user], &[&system, &user], 0, false),
             None
         );
-        assert_eq!(first_difference("", &[&user], &[&user], 0), None);
+        assert_eq!(first_difference("", &[&user], &[&user], 0, false), None);
         assert_eq!(
-            first_difference("other", &[&user], &[&system, &user], 0),
+            first_difference("other", &[&user], &[&system, &user], 0, false),
             Some(0)
         );
         assert_eq!(
-            first_difference("be brief", &[&user], &[&system, &other], 0),
+            first_difference("be brief", &[&user], &[&system, &other], 0, false),
             Some(1)
         );
         assert_eq!(
-            first_difference("be brief", &[&user], &[&system], 0),
+            first_difference("be brief", &[&user], &[&system], 0, false),
             Some(1)
         );
-        assert_eq!(first_difference("", &[&user], &[&user, &other], 0), Some(1));
-        assert_eq!(first_difference("be brief", &[], &[], 0), Some(0));
+        assert_eq!(
+            first_difference("", &[&user], &[&user, &other], 0, false),
+            Some(1)
+        );
+        assert_eq!(first_difference("be brief", &[], &[], 0, false), Some(0));
     }
 }

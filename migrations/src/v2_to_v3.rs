@@ -78,6 +78,7 @@ fn migrate_whole(
     let options = MigratorOptions {
         stage: options,
         prove,
+        target: FormatVersion::V3,
     };
     let (mut migrator, header) =
         Migrator::with_stages(FormatVersion::V2, vec![stage], header, options)?;

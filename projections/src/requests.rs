@@ -53,9 +53,7 @@ use sessionlog_format::payload::EpochHeader;
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::stream::{StreamChunk, StreamRecord, TokenUsage};
 use sessionlog_format::tokens::{estimate_message, estimate_tools};
-use sessionlog_format::{
-    Event, EventData, EventType, FormatVersion, Message, SurfaceOp, Violation,
-};
+use sessionlog_format::{Event, EventData, EventType, Message, SurfaceOp, Violation};
 
 use sessionlog_format::projection::{Flow, Projection, Replay};
 
@@ -277,11 +275,9 @@ impl Body {
 }
 
 impl RequestAnalyzer {
-    pub fn new(session: &str, snapshot: bool, options: RequestOptions) -> RequestAnalyzer {
-        let ctx = RuleContext {
-            version: FormatVersion::V3,
-            snapshot,
-        };
+    /// An analyzer of a session whose events follow `ctx` (its version's rules).
+    pub fn new(session: &str, ctx: RuleContext, options: RequestOptions) -> RequestAnalyzer {
+        let snapshot = ctx.snapshot;
         RequestAnalyzer {
             session: session.to_owned(),
             snapshot,
@@ -687,7 +683,7 @@ fn json_of(value: serde_json::Result<Value>) -> Value {
 /// [`Replay`] source.
 pub fn requests<R: Replay>(source: R, options: RequestOptions) -> Result<RequestReport, R::Error> {
     let analyzer = source
-        .replay(|opening| RequestAnalyzer::new(opening.session(), opening.snapshot, options))?;
+        .replay(|opening| RequestAnalyzer::new(opening.session(), opening.rules(), options))?;
     Ok(analyzer.finish())
 }
 

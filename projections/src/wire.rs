@@ -6,8 +6,10 @@
 //! Mapping: a `system` message passes through at its position (an in-history update sits
 //! after its round's user message); a tool-update notice (a plugin user message with
 //! `form: "tool-update"`) becomes an in-history system message with `<tool_addition>` and
-//! `<tool_removal>` blocks; user text stays `user`; each `tool-result` block becomes a `tool`
-//! message; an assistant message carries `content`, `reasoning_content` and `tool_calls`.
+//! `<tool_removal>` blocks, as does a V4 `developer` message's `tool-addition`/`tool-removal`
+//! blocks; user text stays `user`; each `tool-result` block, and each V4 `tool` message,
+//! becomes a `tool` message; an assistant message carries `content`, `reasoning_content` and
+//! `tool_calls`.
 
 use serde_json::{json, Map, Value};
 use sessionlog_format::{ContentBlock, Message};
@@ -115,6 +117,30 @@ fn tool_update_text(message: &Message) -> Option<String> {
     Some(text.trim_end().to_owned())
 }
 
+/// The system text of a V4 developer message's tool changes, or `None` when it has none.
+fn developer_text(message: &Message) -> Option<String> {
+    let mut text = String::new();
+    for (tag, wire) in [
+        ("tool-addition", "tool_addition"),
+        ("tool-removal", "tool_removal"),
+    ] {
+        let list: Vec<&str> = message
+            .content
+            .iter()
+            .filter(|b| b.tag() == tag)
+            .filter_map(|b| match b {
+                ContentBlock::Other(object) => object.get("toolName").and_then(Value::as_str),
+                _ => None,
+            })
+            .collect();
+        if !list.is_empty() {
+            text.push_str(&format!("<{wire}>\n{}\n</{wire}>\n", list.join("\n")));
+        }
+    }
+    let text = text.trim_end().to_owned();
+    (!text.is_empty()).then_some(text)
+}
+
 /// The wire messages of one derived message (a user message may hold several tool results).
 fn wire_messages(message: &Message) -> Vec<Value> {
     let role = message.role.as_deref().unwrap_or("user");
@@ -130,6 +156,16 @@ fn wire_messages(message: &Message) -> Vec<Value> {
             vec![json!({ "role": "system", "content": text })]
         }
         "assistant" => vec![assistant(message)],
+        // V4: a tool result is its own message.
+        "tool" => vec![json!({
+            "role": "tool",
+            "tool_call_id": message.extra.get("toolCallId").cloned().unwrap_or(Value::Null),
+            "content": text_of(&message.content, false),
+        })],
+        "developer" => developer_text(message)
+            .map(|text| json!({ "role": "system", "content": text }))
+            .into_iter()
+            .collect(),
         _ => {
             let mut out = Vec::new();
             for block in &message.content {
@@ -236,6 +272,38 @@ mod tests {
         assert_eq!(
             body["messages"][0]["content"],
             "<tool_addition>\nread\n</tool_addition>\n<tool_removal>\necho\n</tool_removal>"
+        );
+    }
+
+    // Goal: a V4 tool message is the wire's tool message, and a V4 developer message's tool
+    // changes become tool_addition / tool_removal blocks in a system message (none when
+    // empty).
+    // Method: serialise a V4 tool message, a developer message with both blocks, an empty one.
+    #[test]
+    fn v4_tool_and_developer_messages() {
+        let mut tool = message("tool", source("tool"), "out");
+        tool.extra.insert("toolCallId".into(), json!("c1"));
+        let block = |tag: &str, name: &str| {
+            let mut object = Extra::new();
+            object.insert("type".into(), tag.into());
+            object.insert("toolName".into(), name.into());
+            ContentBlock::Other(object)
+        };
+        let mut developer = message("developer", source("tool-registry"), "");
+        developer.content = vec![
+            block("tool-addition", "read"),
+            block("tool-removal", "echo"),
+        ];
+        let mut empty = message("developer", source("tool-registry"), "");
+        empty.content.clear();
+        let body = wire_body(&json!({ "model": "m" }), None, &[tool, developer, empty]);
+        assert_eq!(
+            body["messages"],
+            json!([
+                { "role": "tool", "tool_call_id": "c1", "content": "out" },
+                { "role": "system",
+                  "content": "<tool_addition>\nread\n</tool_addition>\n<tool_removal>\necho\n</tool_removal>" },
+            ])
         );
     }
 }

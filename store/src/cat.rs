@@ -52,6 +52,14 @@ pub fn cat_file_as_v3(
         snapshot,
     };
     let reader = open_log(path, options)?;
+    // There is no downgrade edge: a V4 log has no V3 form.
+    if reader.version() > sessionlog_format::FormatVersion::V3 {
+        return Err(Error::Refused(format!(
+            "{}: a {} log has no v3 form (migrations only go up)",
+            path.display(),
+            reader.version()
+        )));
+    }
     let open = row_sink(out);
     match crate::migrate::stream(reader, path, true, &mut |_| {}, open)? {
         Ok((_, sink)) => {

@@ -38,10 +38,13 @@ pub struct FileReport {
     /// The file was read as a normalized recording (spec 18).
     pub snapshot: bool,
     pub errors: Vec<CheckError>,
-    /// For an intact log older than V3: why its in-memory migration to V3 was refused, if it
-    /// was. Not an error of the file: a valid older log may have no order-preserving V3
-    /// successor (spec 10.6), and dsh's manifest accepts such logs.
+    /// For an intact log older than V4: why its in-memory migration was refused, if it was.
+    /// Not an error of the file: a valid older log may have no order-preserving successor
+    /// (spec 10.6), and dsh's manifest accepts such logs.
     pub migration: Option<CheckError>,
+    /// The version whose successor `migration` is about: 3 when the chain refused before
+    /// reaching V3, else 4.
+    pub migration_to: u64,
 }
 
 /// Checks one file strictly: any fault the recoverable decoder would record is an error.
@@ -55,6 +58,7 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
         snapshot: false,
         errors: Vec::new(),
         migration: None,
+        migration_to: 4,
     };
     let read_options = ReadOptions {
         recovery: Recovery::Strict,
@@ -80,10 +84,23 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
     }
     report.snapshot = reader.snapshot();
     // An intact older log is also run through the migration chain in memory (spec 9, 10.6),
-    // so that `check` tells whether it has a V3 successor.
-    if report.errors.is_empty() && reader.version() < FormatVersion::V3 {
+    // so that `check` tells whether it has a V4 successor (through V3).
+    if report.errors.is_empty() && reader.version() < FormatVersion::V4 {
+        let version = reader.version();
         drop(reader);
-        report.migration = migration_refusal(path, options.snapshot).err();
+        // First the V3 successor (the note names the first version a log cannot reach), then
+        // the V4 one through it.
+        for to in [FormatVersion::V3, FormatVersion::V4] {
+            if version >= to {
+                continue;
+            }
+            let refused = migration_refusal(path, options.snapshot, to).err();
+            if refused.is_some() {
+                report.migration = refused;
+                report.migration_to = to.number();
+                break;
+            }
+        }
     }
     report.ok = report.errors.is_empty();
     report
@@ -130,9 +147,13 @@ fn read_error(error: ReadError) -> CheckError {
     }
 }
 
-/// Runs the in-memory migration of a readable older log for `check`: the refusal, if any, as
-/// a check error with the physical line (header = 1).
-fn migration_refusal(path: &Path, snapshot: SnapshotMode) -> Result<(), CheckError> {
+/// Runs the in-memory migration of a readable older log to `to` for `check`: the refusal, if
+/// any, as a check error with the physical line (header = 1).
+fn migration_refusal(
+    path: &Path,
+    snapshot: SnapshotMode,
+    to: FormatVersion,
+) -> Result<(), CheckError> {
     let reader = open_log(
         path,
         ReadOptions {
@@ -141,7 +162,7 @@ fn migration_refusal(path: &Path, snapshot: SnapshotMode) -> Result<(), CheckErr
         },
     )
     .map_err(|e| migration_error(None, e.to_string()))?;
-    match crate::migrate::stream(reader, path, true, &mut |_| {}, |_| {
+    match crate::migrate::stream_to(reader, path, to, true, &mut |_| {}, |_| {
         Ok(crate::migrate::Discard)
     }) {
         Ok(Ok(_)) => Ok(()),

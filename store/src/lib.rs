@@ -66,6 +66,8 @@ pub mod salvage;
 pub mod seal;
 pub mod stdin;
 pub mod transfer;
+pub mod types;
+pub mod verify;
 pub mod walk;
 
 pub use embedded::{AppendAck, AppendRequest, Head, Store, StoreError};

@@ -6,8 +6,7 @@
 //! (optimistic concurrency). The trait is synchronous (STYLE.md rule 37); async callers go
 //! through `log_service::LogService`.
 //!
-//! On top of the trait, with no knowledge of the backend: [`verify`] (every record, the
-//! chain, a fresh fold, the checkpoint) and [`copy_sessions`] (one backend to another, checked
+//! On top of the trait, with no knowledge of the backend: [`copy_sessions`] (one backend to another, checked
 //! on arrival, as an import).
 //!
 //! Backends: the embedded redb store (`embedded::Store`), PostgreSQL (`pg_store::PgStore`)
@@ -20,8 +19,7 @@ use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{Event, FormatVersion, SessionHeader};
 
-use crate::embedded::verify::{SessionReport, Walk};
-use crate::embedded::{AppendAck, AppendRequest, DamagedFrame, Head, StoreError};
+use crate::types::{AppendAck, AppendRequest, DamagedFrame, Head, SessionReport, StoreError};
 
 /// Events one range read returns at most, for callers that walk a whole session.
 pub const READ_EVENTS_MAX: u64 = 4096;
@@ -182,11 +180,10 @@ pub trait LogStore: Send + Sync {
         Vec::new()
     }
 
-    /// Verifies the given sessions (every session when empty). The default walks
-    /// [`LogStore::read_records`]; a backend may add checks of its own storage.
-    fn verify(&self, sessions: &[String]) -> Result<Vec<SessionReport>, StoreError> {
-        verify(self, sessions)
-    }
+    /// Verifies the given sessions (every session when empty): every record, the chain, a
+    /// fresh fold and the checkpoint. `verify::verify` does it over
+    /// [`LogStore::read_records`] for any backend; a backend may add checks of its own storage.
+    fn verify(&self, sessions: &[String]) -> Result<Vec<SessionReport>, StoreError>;
 }
 
 /// Runs `f` on the head fold of `session` ([`LogStore::with_head_fold`]) and returns its value.
@@ -258,54 +255,6 @@ pub fn for_each_event<S: LogStore + ?Sized>(
         }
     }
     Ok(())
-}
-
-/// `verify` over [`LogStore::read_records`]: per record the crc, the chain link, seq density,
-/// the body's decoding and every admission rule (a fold from scratch); per session the
-/// persisted checkpoint against the fresh fold. As in the redb verify, a fault does not stop
-/// the walk: the chain resyncs on the stored value, and the fold stops after a rule fault.
-pub fn verify<S: LogStore + ?Sized>(
-    store: &S,
-    sessions: &[String],
-) -> Result<Vec<SessionReport>, StoreError> {
-    let ids = if sessions.is_empty() {
-        store.sessions()?
-    } else {
-        sessions.to_vec()
-    };
-    ids.iter().map(|id| verify_session(store, id)).collect()
-}
-
-fn verify_session<S: LogStore + ?Sized>(
-    store: &S,
-    session: &str,
-) -> Result<SessionReport, StoreError> {
-    let info = match store.session_info(session) {
-        Ok(info) => info,
-        Err(StoreError::Corrupt { reason }) => return Ok(Walk::session_fault(session, reason)),
-        Err(other) => return Err(other),
-    };
-    let checkpoint = store.checkpoint(session)?;
-    let mut walk = Walk::new(
-        session,
-        record::genesis_chain(&info.header),
-        info.fold(),
-        &checkpoint,
-    );
-    let mut from_seq = 0;
-    loop {
-        let records = store.read_records(session, from_seq, u64::MAX)?;
-        let Some(last) = records.last() else { break };
-        from_seq = last.seq.saturating_add(1);
-        let n_records = records.len();
-        for stored in records {
-            walk.record(stored.seq, &stored.bytes);
-        }
-        if (n_records as u64) < READ_EVENTS_MAX || from_seq == u64::MAX {
-            break;
-        }
-    }
-    Ok(walk.finish(checkpoint))
 }
 
 /// What [`copy_sessions`] did with one session.

@@ -257,6 +257,10 @@ impl LogStore for MemStore {
         })
     }
 
+    fn verify(&self, sessions: &[String]) -> Result<Vec<crate::types::SessionReport>, StoreError> {
+        crate::verify::verify(self, sessions)
+    }
+
     fn begin_import(&self, header: &SessionHeader, snapshot: bool) -> Result<Head, StoreError> {
         match self.insert(header, snapshot, true) {
             Ok(()) | Err(StoreError::SessionExists { .. }) => {}

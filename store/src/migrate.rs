@@ -37,6 +37,15 @@ pub struct MigrateOptions {
     pub snapshot: SnapshotMode,
     /// Skip the request-equivalence proof (`--no-verify`); on by default.
     pub skip_proof: bool,
+    /// The target version (`--to`); V3 when `None`.
+    pub to: Option<FormatVersion>,
+}
+
+impl MigrateOptions {
+    /// The version successors are written in.
+    pub fn target(&self) -> FormatVersion {
+        self.to.unwrap_or(FormatVersion::V3)
+    }
 }
 
 /// What happened to one source file.
@@ -79,7 +88,7 @@ pub fn migrate_file_observed(
         source: source.to_owned(),
         target: None,
         from: None,
-        to: FormatVersion::V3.number(),
+        to: options.target().number(),
         outcome: Outcome::Current,
     };
     match convert(source, relative, options, &mut result, progress) {
@@ -124,14 +133,17 @@ fn convert(
     result.from = Some(version.number());
     let compressed = reader.compressed();
     let target = target_path(source, relative, options, compressed);
-    result.target = Some(if version == FormatVersion::V3 {
+    // A source at or past the target is current: there is no downgrade edge.
+    let current = version >= options.target();
+    result.target = Some(if current {
         source.to_owned()
     } else {
         target.clone()
     });
-    if version == FormatVersion::V3 || target.exists() {
+    if current || target.exists() {
         return Ok(Outcome::Current);
     }
+    let to = options.target();
     let prove = !options.skip_proof;
     let writer_options = WriterOptions {
         compression: if compressed {
@@ -142,10 +154,10 @@ fn convert(
         snapshot: reader.snapshot(),
     };
     let migrated = if options.dry_run {
-        stream(reader, source, prove, progress, |_| Ok(Discard))?.map(|(summary, _)| summary)
+        stream_to(reader, source, to, prove, progress, |_| Ok(Discard))?.map(|(summary, _)| summary)
     } else {
         publish(&target, |temp| {
-            stream(reader, source, prove, progress, |header| {
+            stream_to(reader, source, to, prove, progress, |header| {
                 open_successor(temp, header, writer_options)
             })
         })?
@@ -180,8 +192,20 @@ impl Refused {
 /// Streams an open log through the migrator into the writer `open` makes once the target
 /// header is known. The outer error is an I/O or read failure; the inner one a refusal.
 pub fn stream<S: Sink>(
+    reader: LogReader<LogInput>,
+    path: &Path,
+    prove: bool,
+    progress: &mut dyn FnMut(u64),
+    open: impl FnOnce(&SessionHeader) -> Result<S, Error>,
+) -> Result<Result<(Summary, S), Refused>, Error> {
+    stream_to(reader, path, FormatVersion::V3, prove, progress, open)
+}
+
+/// [`stream`] towards `to`; a log at or past `to` passes through under its own rules.
+pub fn stream_to<S: Sink>(
     mut reader: LogReader<LogInput>,
     path: &Path,
+    to: FormatVersion,
     prove: bool,
     progress: &mut dyn FnMut(u64),
     open: impl FnOnce(&SessionHeader) -> Result<S, Error>,
@@ -191,6 +215,7 @@ pub fn stream<S: Sink>(
             snapshot: reader.snapshot(),
         },
         prove,
+        target: to,
     };
     let (mut migrator, header) =
         match Migrator::new(&Catalog::released(), reader.header().clone(), options) {
@@ -311,7 +336,7 @@ fn target_path(
     options: &MigrateOptions,
     compressed: bool,
 ) -> PathBuf {
-    let name = FormatVersion::V3.file_name(compressed);
+    let name = options.target().file_name(compressed);
     match &options.out_dir {
         Some(dir) => match relative.parent().filter(|p| !p.as_os_str().is_empty()) {
             Some(parent) => dir.join(parent).join(name),

@@ -728,6 +728,10 @@ impl LogStore for PgStore {
         self.append_by(request, Writer::Client)
     }
 
+    fn verify(&self, sessions: &[String]) -> Result<Vec<crate::types::SessionReport>, StoreError> {
+        crate::verify::verify(self, sessions)
+    }
+
     fn begin_import(&self, header: &SessionHeader, snapshot: bool) -> Result<Head, StoreError> {
         match self.insert_session(header, snapshot, true) {
             Ok(()) | Err(StoreError::SessionExists { .. }) => {}

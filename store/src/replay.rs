@@ -115,7 +115,8 @@ fn replay_file<P: Projection>(
             snapshot,
         },
     )?;
-    if reader.version() != FormatVersion::V3 {
+    // V3 and V4 are read natively; older versions migrate in memory.
+    if reader.version() < FormatVersion::V3 {
         let snapshot = reader.snapshot();
         let start = |header: &SessionHeader| {
             Ok(Fed {

@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use sessionlog_format::relations::Identity;
-use sessionlog_format::rules::RuleContext;
-use sessionlog_format::{Event, EventData, FormatVersion, SessionFold, SurfaceOp, Violation};
+use sessionlog_format::{Event, EventData, SessionFold, SurfaceOp, Violation};
 
 use super::projection::{effective_seq, message_text, system_nodes};
 use super::PromptError;
@@ -102,10 +101,7 @@ pub fn prompt_versions<'a>(
 /// stored session. Memory holds the fold and the session's system messages.
 pub fn history(source: SessionSource<'_>) -> Result<PromptHistory, PromptError> {
     let projection = source.replay(|opening| {
-        let mut fold = SessionFold::new(RuleContext {
-            version: FormatVersion::V3,
-            snapshot: opening.snapshot,
-        });
+        let mut fold = SessionFold::new(opening.rules());
         fold.set_identity(Identity::of(opening.header));
         HistoryProjection {
             session: opening.session().to_owned(),

@@ -163,7 +163,7 @@ fn demo_runs_end_to_end() {
     assert!(text.contains(&format!("store written to {}", store.display())));
     assert!(store.is_file());
     assert!(
-        text.contains("8 sessions: 8 ok, 0 corrupt, 0 refused"),
+        text.contains("9 sessions: 9 ok, 0 corrupt, 0 refused"),
         "{text}"
     );
 
@@ -180,7 +180,7 @@ fn demo_runs_end_to_end() {
     let doc: Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(doc["ok"], Value::Bool(true));
     assert_eq!(doc["sessions"], Value::from(5));
-    assert_eq!(doc["audit"]["sessions"], Value::from(8));
+    assert_eq!(doc["audit"]["sessions"], Value::from(9));
 
     let again = sessionlog(&["demo", "--events", "150", "--dir", dir_text]);
     assert_eq!(again.status.code(), Some(1));

@@ -516,8 +516,8 @@ fn versions_and_ids() -> Vec<Case> {
     vec![
         case(
             v,
-            "version 4",
-            with_header(r#"{"type":"session","version":4,"id":"s1","createdAt":1}"#),
+            "version 5",
+            with_header(r#"{"type":"session","version":5,"id":"s1","createdAt":1}"#),
         ),
         case(
             v,
@@ -528,8 +528,8 @@ fn versions_and_ids() -> Vec<Case> {
             run: Run::Migrate,
             ..case(
                 v,
-                "migrate of version 4",
-                with_header(r#"{"type":"session","version":4,"id":"s1","createdAt":1}"#),
+                "migrate of version 5",
+                with_header(r#"{"type":"session","version":5,"id":"s1","createdAt":1}"#),
             )
         },
         case(
@@ -726,9 +726,9 @@ const EXPECTED: &[&str] = &[
     "zstd: flipped bit in a frame => 2 | frame | zstd frame 1 at byte offset 93 is corrupt: Data corruption detected",
     "zstd: bytes after the last frame => 6 | frame | zstd frame 2 at byte offset 329 is corrupt: expected zstd frame magic 28 b5 2f fd, found 67 61 72 62",
     "zstd: a raw log named .zstd is read by its magic => 6 | json | expected value at line 1 column 1",
-    "newer-version: version 4 => 1 | header | session \"s1\" uses log format v4, but this harness reads only v3: the log was written by a newer harness \u{2014} upgrade the harness to open it",
-    "newer-version: version 99 => 1 | header | session \"s1\" uses log format v99, but this harness reads only v3: the log was written by a newer harness \u{2014} upgrade the harness to open it",
-    "newer-version: migrate of version 4 => - | - | DIR/s.jsonl:1: session \"s1\" uses log format v4, but this harness reads only v3: the log was written by a newer harness \u{2014} upgrade the harness to open it",
+    "newer-version: version 5 => 1 | header | session \"s1\" uses log format v5, but this harness reads only v4: the log was written by a newer harness \u{2014} upgrade the harness to open it",
+    "newer-version: version 99 => 1 | header | session \"s1\" uses log format v99, but this harness reads only v4: the log was written by a newer harness \u{2014} upgrade the harness to open it",
+    "newer-version: migrate of version 5 => - | - | DIR/s.jsonl:1: session \"s1\" uses log format v5, but this harness reads only v4: the log was written by a newer harness \u{2014} upgrade the harness to open it",
     "newer-version: version is negative => 1 | header | header version must be a non-negative integer, found -1",
     "session-id: import of ../../etc/passwd => - | - | DIR/s.jsonl:1: header id \"../../etc/passwd\" is refused: it is not one plain path segment [header]",
     "session-id: import of a/b => - | - | DIR/s.jsonl:1: header id \"a/b\" is refused: it is not one plain path segment [header]",

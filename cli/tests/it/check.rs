@@ -86,7 +86,7 @@ fn newer_version_is_refused_first() {
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains(
-            "session \"x\" uses log format v9, but this harness reads only v3: the log was \
+            "session \"x\" uses log format v9, but this harness reads only v4: the log was \
              written by a newer harness \u{2014} upgrade the harness to open it"
         ),
         "{}",

@@ -22,3 +22,4 @@ mod show;
 mod store;
 mod support;
 mod tidy;
+mod v4;

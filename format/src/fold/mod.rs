@@ -377,6 +377,8 @@ pub fn derive_event_message(event: &Event) -> Option<&Message> {
         EventData::UserMessage(message) => Some(message),
         EventData::ToolResult(data) => Some(&data.message),
         EventData::SystemMessage(data) => Some(&data.message).filter(|m| !m.content.is_empty()),
+        // An empty developer node keeps its surface position and projects nothing (V4).
+        EventData::DeveloperMessage(data) => Some(&data.message).filter(|m| !m.content.is_empty()),
         EventData::AssistantMessage(data) => Some(&data.message).filter(|m| !m.content.is_empty()),
         _ => None,
     }

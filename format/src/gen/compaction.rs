@@ -4,13 +4,12 @@ use serde_json::json;
 
 use crate::event::{Event, EventData, SurfaceOp};
 use crate::json::Extra;
-use crate::message::{ContentBlock, Source};
+use crate::message::ContentBlock;
 use crate::payload::{
     CompactionEndData, CompactionPruneData, CompactionStartData, CompactionSummaryData, SeqRange,
 };
 use crate::surface::NodeKind;
 
-use super::builders::source;
 use super::surface_model::tokens_of;
 use super::text::prose;
 use super::{Generator, MODEL, PROVIDER, REQUEST_OVERHEAD_TOKENS};
@@ -96,10 +95,7 @@ impl Generator {
             ContentBlock::text(summary),
             ContentBlock::text(CHECKPOINT_CLOSING),
         ];
-        let mut checkpoint_source = Source {
-            plugin: Some("compact".to_owned()),
-            ..source("plugin")
-        };
+        let mut checkpoint_source = self.plugin_source("compact", "user");
         checkpoint_source
             .extra
             .insert("compactionId".to_owned(), json!(compaction_id));
@@ -205,6 +201,8 @@ impl Generator {
             Some(ContentBlock::ToolResult(block)) => {
                 block.content = vec![ContentBlock::text(PRUNED_OUTPUT)];
             }
+            // A V4 tool message holds its content itself.
+            _ if self.v4() => data.message.content = vec![ContentBlock::text(PRUNED_OUTPUT)],
             _ => panic!("generated tool results hold one tool-result block"),
         }
         let op = SurfaceOp::Replace {

@@ -131,18 +131,20 @@ impl Generator {
             .expect("the current version is generated")
     }
 
-    /// A generator of a session of `version`: V3; V2 (the last version before the system
-    /// prompt became a surface node); or V0 (V2 with every embedded stream expanded into
-    /// top-level `assistant/chunk` events that the message cites), for migration benchmarks
-    /// and tests. A V0 log holds `events` events before its streams are expanded, so it holds
+    /// A generator of a session of `version`: V3; V4 (V3's session written natively as dsh's
+    /// V4 writer does: producer-owned sources, tool results as tool messages, a developer
+    /// message bound to each tool-changing request header); V2 (the last version before the
+    /// system prompt became a surface node); or V0 (V2 with every embedded stream expanded
+    /// into top-level `assistant/chunk` events that the message cites), for migration
+    /// benchmarks and tests. A V0 log holds `events` events before its streams are expanded, so it holds
     /// more in the end; [`Generator::next_batch`] returns them all.
     pub fn for_version(options: GenOptions, version: FormatVersion) -> Result<Generator, String> {
         if !matches!(
             version,
-            FormatVersion::V0 | FormatVersion::V2 | FormatVersion::V3
+            FormatVersion::V0 | FormatVersion::V2 | FormatVersion::V3 | FormatVersion::V4
         ) {
             return Err(format!(
-                "cannot generate {version} logs, only v0, v2 and v3"
+                "cannot generate {version} logs, only v0, v2, v3 and v4"
             ));
         }
         Ok(Generator {
@@ -194,7 +196,12 @@ impl Generator {
     /// Whether the prompt is written as `system/message` events (V3) rather than carried in
     /// request headers (V2).
     fn prompt_on_surface(&self) -> bool {
-        self.version == FormatVersion::V3
+        self.version.has_system_head()
+    }
+
+    /// Whether the session is written in dsh's V4 shapes.
+    fn v4(&self) -> bool {
+        self.version == FormatVersion::V4
     }
 
     /// The next append batch, or `None` once `events` events have been produced. A batch is

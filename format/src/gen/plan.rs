@@ -35,6 +35,8 @@ pub(super) struct StepPlan {
     pub(super) head_rewrite: bool,
     pub(super) history_append: bool,
     pub(super) tools_change: bool,
+    /// V4: the tool change is announced by a `developer/message` bound to its header.
+    pub(super) developer: bool,
     pub(super) route_change: bool,
     /// Derived by [`Generator::resolve`].
     pub(super) header: Option<&'static str>,
@@ -60,6 +62,7 @@ impl StepPlan {
             self.head_rewrite && system_events,
             self.history_append,
             self.header.is_some(),
+            self.developer,
             self.context,
         ];
         let flagged = flags.iter().filter(|flag| **flag).count() as u64;
@@ -149,6 +152,7 @@ impl Generator {
             None
         };
         plan.starts_series = self.header_logged && plan.tools_change && series;
+        plan.developer = self.v4() && plan.header == Some("change");
         plan.context = !self.context_logged || plan.route_change;
         plan
     }

@@ -6,8 +6,8 @@ use crate::event::{Event, EventData, EventType, SurfaceOp};
 use crate::json::Extra;
 use crate::message::{ContentBlock, Message, Source, TextBlock, ToolCallBlock, ToolResultBlock};
 use crate::payload::{
-    AssistantAttemptData, AssistantMessageData, CallConfig, EpochHeader, RequestContextData,
-    RequestHeaderData, SystemMessageData, ToolCallData, ToolResultData,
+    AssistantAttemptData, AssistantMessageData, CallConfig, DeveloperMessageData, EpochHeader,
+    RequestContextData, RequestHeaderData, SystemMessageData, ToolCallData, ToolResultData,
 };
 use crate::stream::{StreamChunk, TokenUsage, UsageChunk};
 use crate::surface::NodeKind;
@@ -202,7 +202,10 @@ impl Generator {
                 starts_series,
                 extra: Extra::new(),
             };
-            self.push(batch, EventData::RequestHeader(Box::new(data)));
+            let header_seq = self.push(batch, EventData::RequestHeader(Box::new(data)));
+            if plan.developer {
+                self.push_developer(batch, header_seq);
+            }
             self.header_logged = true;
             self.need_series = false;
         }
@@ -220,6 +223,77 @@ impl Generator {
             self.push(batch, EventData::RequestContext(Box::new(data)));
             self.context_logged = true;
         }
+    }
+
+    /// V4: the tool change of the header at `header_seq`, as the tool registry announces it.
+    fn push_developer(&mut self, batch: &mut Vec<Event>, header_seq: u64) {
+        let (tag, header_seq) = if self.extra_tool {
+            ("tool-addition", Some(Value::from(header_seq)))
+        } else {
+            ("tool-removal", None)
+        };
+        let mut block = Extra::new();
+        block.insert("type".to_owned(), tag.into());
+        block.insert("toolName".to_owned(), super::tools::EXTRA_TOOL.into());
+        let message = self.message(
+            "developer",
+            source("tool-registry"),
+            vec![ContentBlock::Other(block)],
+        );
+        let data = DeveloperMessageData {
+            turn: self.turn,
+            step: self.step,
+            message,
+            header_seq,
+            extra: Extra::new(),
+        };
+        let data = EventData::DeveloperMessage(Box::new(data));
+        self.push_surface(batch, data, SurfaceOp::Append, None);
+    }
+
+    /// A plugin source of V3, or the producer-owned kind V4 writes instead (dsh-v4.md 5.4).
+    pub(super) fn plugin_source(&self, plugin: &str, role: &str) -> Source {
+        if !self.v4() {
+            return Source {
+                plugin: Some(plugin.to_owned()),
+                ..source("plugin")
+            };
+        }
+        let kind = match (plugin, role) {
+            (PROMPT_PLUGIN, "system") => "system-prompt",
+            (PROMPT_PLUGIN, _) => "runtime-context",
+            ("compact", _) => "compact-checkpoint",
+            _ => plugin,
+        };
+        source(kind)
+    }
+
+    /// A tool result message: V3's user message holding one `tool-result` wrapper, or V4's
+    /// tool message.
+    pub(super) fn tool_result_message(
+        &mut self,
+        call_id: String,
+        content: Vec<ContentBlock>,
+    ) -> Message {
+        let tool_source = Source {
+            call_id: Some(call_id.clone()),
+            ..source("tool")
+        };
+        if self.v4() {
+            let mut message = self.message("tool", tool_source, content);
+            message
+                .extra
+                .insert("toolCallId".to_owned(), call_id.into());
+            message.extra.insert("isError".to_owned(), false.into());
+            return message;
+        }
+        let block = ContentBlock::ToolResult(ToolResultBlock {
+            tool_call_id: call_id,
+            content,
+            is_error: Some(false),
+            extra: Extra::new(),
+        });
+        self.message("user", tool_source, vec![block])
     }
 
     /// An empty response, then the retry that is scheduled and started for it.
@@ -343,20 +417,11 @@ impl Generator {
         }
         for ((id, tool), call_seq) in uses.into_iter().zip(call_seqs) {
             self.advance(20, 4_000);
-            let block = ContentBlock::ToolResult(ToolResultBlock {
-                tool_call_id: id.clone(),
-                content: vec![ContentBlock::text(tool.output)],
-                is_error: Some(false),
-                extra: Extra::new(),
-            });
-            let tool_source = Source {
-                call_id: Some(id),
-                ..source("tool")
-            };
+            let message = self.tool_result_message(id, vec![ContentBlock::text(tool.output)]);
             let data = ToolResultData {
                 turn: self.turn,
                 step: self.step,
-                message: self.message("user", tool_source, vec![block]),
+                message,
                 error: None,
                 meta: None,
                 extra: Extra::new(),
@@ -384,10 +449,7 @@ impl Generator {
             "Current runtime context. This snapshot supersedes earlier runtime-context \
              snapshots.\n\n{sandbox}\n\n{approval}"
         );
-        let mut snapshot = Source {
-            plugin: Some(PROMPT_PLUGIN.to_owned()),
-            ..source("plugin")
-        };
+        let mut snapshot = self.plugin_source(PROMPT_PLUGIN, "user");
         snapshot.extra.insert("form".to_owned(), json!("snapshot"));
         let sections = json!([
             { "name": "sandbox:policy", "text": sandbox },
@@ -414,10 +476,7 @@ impl Generator {
     }
 
     fn system_data(&mut self, content: Vec<ContentBlock>) -> EventData {
-        let prompt_source = Source {
-            plugin: Some(PROMPT_PLUGIN.to_owned()),
-            ..source("plugin")
-        };
+        let prompt_source = self.plugin_source(PROMPT_PLUGIN, "system");
         EventData::SystemMessage(Box::new(SystemMessageData {
             turn: self.turn,
             step: self.step,

@@ -31,6 +31,7 @@ impl Generator {
         let message = data.message().expect("surface payloads carry a message");
         let kind = match &data {
             EventData::SystemMessage(_) => NodeKind::System,
+            EventData::DeveloperMessage(_) => NodeKind::Developer,
             EventData::UserMessage(_) => NodeKind::User,
             EventData::AssistantMessage(_) => NodeKind::Assistant,
             _ => NodeKind::ToolResult,

@@ -364,13 +364,13 @@ fn v0_validity() {
 // Goal: every `gen` output passes every rule of its version, the payload member types and the
 // relational rules of spec 12.2 included (issue #19: `rawOutput` was a string), at many seeds
 // and sizes, including sizes that cut the log inside a turn, a step or a compaction.
-// Method: for V2 and V3, 40 seeds by sizes from 0 to 600 events; each log is written by
+// Method: for V2, V3 and V4, 40 seeds by sizes from 0 to 600 events; each log is written by
 // `LogWriter` (which admits every batch) and read back strictly by `read_log`, which runs
 // the stateless rules, the admission and the relational validator again from the bytes.
 #[test]
 fn every_version_passes_every_rule_at_many_seeds_and_sizes() {
     let sizes = [0, 1, 3, 4, 6, 11, 17, 29, 64, 101, 233, 600];
-    for version in [FormatVersion::V2, FormatVersion::V3] {
+    for version in [FormatVersion::V2, FormatVersion::V3, FormatVersion::V4] {
         for seed in 0..40u64 {
             let events = sizes[usize::try_from(seed).unwrap() % sizes.len()] + seed;
             let options = GenOptions { events, seed };
@@ -387,5 +387,50 @@ fn every_version_passes_every_rule_at_many_seeds_and_sizes() {
                 .unwrap_or_else(|e| panic!("{version} seed {seed} N {events}: {e}"));
             assert_eq!(log.events.len() as u64, events, "{version} seed {seed}");
         }
+    }
+}
+
+// Goal: a V4 log is written in dsh's V4 shapes: no plugin source, tool results as tool
+// messages, and, over a long log, developer messages announcing tool changes (an addition
+// bound to its header, a removal without `headerSeq`) beside every other kind of event.
+// Method: generate 6000 events at a few seeds, write and read back under the V4 rules, and
+// count the V4 shapes.
+#[test]
+fn v4_shapes() {
+    for seed in [0, 5, 11] {
+        let options = GenOptions {
+            events: 6_000,
+            seed,
+        };
+        let mut generator = Generator::for_version(options, FormatVersion::V4).unwrap();
+        let header = generator.header();
+        assert_eq!(header.version, Some(4));
+        let mut writer = LogWriter::new(Vec::new(), &header, Compression::None).unwrap();
+        while let Some(batch) = generator.next_batch() {
+            writer
+                .append_batch(&batch)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        }
+        let bytes = writer.into_inner().unwrap();
+        let log = read_log(&bytes[..], ReadOptions::default()).unwrap();
+        let (mut tools, mut additions, mut removals) = (0, 0, 0);
+        for event in &log.events {
+            if let Some(message) = event.message() {
+                assert_ne!(message.source_kind(), "plugin", "seq {}", event.seq);
+            }
+            match &event.data {
+                EventData::ToolResult(data) => {
+                    assert_eq!(data.message.role.as_deref(), Some("tool"));
+                    tools += 1;
+                }
+                EventData::DeveloperMessage(data) if data.header_seq.is_some() => additions += 1,
+                EventData::DeveloperMessage(_) => removals += 1,
+                _ => {}
+            }
+        }
+        assert!(
+            tools > 0 && additions > 0 && removals > 0,
+            "seed {seed}: {tools} {additions} {removals}"
+        );
     }
 }

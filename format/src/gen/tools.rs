@@ -13,6 +13,9 @@ pub(super) struct ToolUse {
 }
 
 /// The tool list of a request header; the optional tool is what a tool change toggles.
+/// The tool that tool changes add and remove.
+pub(super) const EXTRA_TOOL: &str = "web_search";
+
 pub(super) fn tool_schemas(with_web_search: bool) -> Value {
     let text = |description: &str| json!({ "type": "string", "description": description });
     let mut tools = vec![
@@ -62,7 +65,7 @@ pub(super) fn tool_schemas(with_web_search: bool) -> Value {
     if with_web_search {
         let properties = json!({ "query": text("What to search for.") });
         tools.push(schema(
-            "web_search",
+            EXTRA_TOOL,
             "Search the web.",
             properties,
             &["query"],

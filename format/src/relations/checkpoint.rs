@@ -36,6 +36,23 @@ pub struct RelationsCheckpoint {
     pub forward_sources: Vec<(u64, String)>,
     pub ptc: Vec<PtcCheckpoint>,
     pub human_users: Vec<u64>,
+    /// V4: an inherited end-seed was seen (catalog facts after it are the session's own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inherited_seen: bool,
+    /// V4: the children the session's own catalog facts list, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub catalog_children: Vec<String>,
+    /// V4: the `request/header` seqs with the tools each defines (`(name, complete)`; `None`
+    /// binds any name). Absent in V2 and V3 checkpoints, which therefore stay as they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderCheckpoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeaderCheckpoint {
+    pub seq: u64,
+    pub tools: Option<Vec<(String, bool)>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +180,19 @@ impl Relations {
                 .collect(),
             ptc,
             human_users: self.human_users.clone(),
+            inherited_seen: s.inherited_seen,
+            catalog_children: sorted(self.catalog_children.iter().map(|id| id.to_string())),
+            headers: (self.headers.iter())
+                .map(|(seq, tools)| HeaderCheckpoint {
+                    seq: *seq,
+                    tools: tools.as_ref().map(|tools| {
+                        let tools = tools.iter();
+                        tools
+                            .map(|(name, complete)| (name.to_string(), *complete))
+                            .collect()
+                    }),
+                })
+                .collect(),
         }
     }
 
@@ -190,6 +220,7 @@ impl Relations {
                 .crossing
                 .map(|(seq, turn_end)| Crossing { seq, turn_end }),
             foreign_delivery: cp.foreign_delivery,
+            inherited_seen: cp.inherited_seen,
         };
         if cp.open_step.is_some() && cp.open_turn.is_none() {
             return Err("a step is open outside a turn".to_owned());
@@ -268,6 +299,33 @@ impl Relations {
         };
         if !ascending(&cp.command_seqs) || !ascending(&cp.human_users) {
             return Err("recorded seqs are not ascending and older than next seq".to_owned());
+        }
+        let v4_state =
+            !cp.headers.is_empty() || cp.inherited_seen || !cp.catalog_children.is_empty();
+        if !relations.v4 && v4_state {
+            return Err(format!("format {} records no V4 state", ctx.version));
+        }
+        relations.catalog_children = cp
+            .catalog_children
+            .into_iter()
+            .map(String::into_boxed_str)
+            .collect();
+        for header in cp.headers {
+            if header.seq >= next_seq {
+                return Err(format!(
+                    "request header {} is not older than next seq",
+                    header.seq
+                ));
+            }
+            let tools = header.tools.map(|tools| {
+                let tools = tools.into_iter();
+                tools
+                    .map(|(name, complete)| (name.into_boxed_str(), complete))
+                    .collect()
+            });
+            if relations.headers.insert(header.seq, tools).is_some() {
+                return Err(format!("request header {} is recorded twice", header.seq));
+            }
         }
         relations.command_seqs = cp.command_seqs;
         relations.human_users = cp.human_users;

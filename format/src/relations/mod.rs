@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-pub use checkpoint::RelationsCheckpoint;
+pub use checkpoint::{HeaderCheckpoint, RelationsCheckpoint};
 
 /// Later-format roles the released validator is run with (dsh's `ReleasedRelationshipExtensions`).
 /// V2 and V3 restores use `assistant/attempt` as a step event and the preserved title request
@@ -71,8 +71,11 @@ impl Identity {
 pub struct Relations {
     /// V2 or later: the validator runs; V0 and V1 logs are validated at their V1 -> V2 edge.
     enabled: bool,
-    /// The V3 private view.
+    /// The V3 private view (V3 and V4).
     v3: bool,
+    /// The native V4 extensions (dsh-v4.md 6): developer messages and their `headerSeq`
+    /// binding, the tool-role repair forms, the producer-owned title and checkpoint sources.
+    v4: bool,
     /// Normalized recordings: placeholder repair ids are accepted.
     snapshot: bool,
     ext: Extensions,
@@ -95,7 +98,17 @@ pub struct Relations {
     ptc: HashMap<Box<str>, Ptc>,
     /// Seqs of `user/message` events with a `user` source, ascending.
     human_users: Vec<u64>,
+    /// V4: the `request/header` events by seq, with the tools each defines (see
+    /// [`crate::v4_rows::header_tools`]); what a developer message's `headerSeq` binds to.
+    headers: BTreeMap<u64, HeaderTools>,
+    /// V4: the `childId`s of the catalog facts since the last inherited end-seed (or the
+    /// start of an unseeded log): each child is listed once.
+    catalog_children: HashSet<Box<str>>,
 }
+
+/// The tools a V4 `request/header` defines, `(name, complete definition)` in list order;
+/// `None` for a normalized recording's placeholder or name list, which binds any name.
+pub(crate) type HeaderTools = Option<Box<[(Box<str>, bool)]>>;
 
 /// The small, copyable part of the state: saved whole in every undo record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +123,8 @@ struct Scalars {
     crossing: Option<Crossing>,
     /// The first foreign current-generation delivery marker after the last inherited marker.
     foreign_delivery: Option<u64>,
+    /// V4: an inherited end-seed has been seen, so catalog facts are the session's own.
+    inherited_seen: bool,
 }
 
 impl Default for Scalars {
@@ -120,6 +135,7 @@ impl Default for Scalars {
             next_turn: 1,
             next_step: 1,
             prev_next_turn_splice: false,
+            inherited_seen: false,
             crossing: None,
             foreign_delivery: None,
         }
@@ -198,6 +214,12 @@ pub struct Undo {
 enum Change {
     None,
     Provider(Option<Box<str>>),
+    /// V4: a `request/header` at this seq was recorded, after this provider.
+    Header(Option<Box<str>>, u64),
+    /// V4: a catalog fact listed this child.
+    CatalogChild(Box<str>),
+    /// V4: an inherited end-seed closed this compaction and cleared these catalog children.
+    InheritedEnd(Option<Box<Compaction>>, HashSet<Box<str>>),
     /// Tools were advertised: the lifecycle list had this length before.
     Advertised(usize),
     Started(usize),
@@ -229,7 +251,8 @@ impl Relations {
         use crate::version::FormatVersion;
         Relations {
             enabled: ctx.version >= FormatVersion::V2,
-            v3: ctx.version == FormatVersion::V3,
+            v3: ctx.version.has_system_head(),
+            v4: ctx.version == FormatVersion::V4,
             snapshot: ctx.snapshot,
             ..Relations::default()
         }
@@ -273,6 +296,17 @@ impl Relations {
         match undo.change {
             Change::None => {}
             Change::Provider(previous) => self.provider = previous,
+            Change::Header(previous, seq) => {
+                self.provider = previous;
+                self.headers.remove(&seq);
+            }
+            Change::CatalogChild(id) => {
+                self.catalog_children.remove(&id);
+            }
+            Change::InheritedEnd(compaction, children) => {
+                self.compaction = compaction;
+                self.catalog_children = children;
+            }
             Change::Advertised(len) => {
                 for tool in self.tools.drain(len..).flatten() {
                     self.tool_idx.remove(&tool.call_id);

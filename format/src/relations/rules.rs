@@ -12,7 +12,7 @@ use crate::error::{Rule, Violation};
 use crate::event::{Event, EventData, EventType, SurfaceOp};
 use crate::header::is_placeholder;
 use crate::message::{ContentBlock, Message, Source};
-use crate::payload::{SeqRange, ToolResultData};
+use crate::payload::{DeveloperMessageData, SeqRange, ToolResultData};
 use crate::surface::Surface;
 
 type Checked = Result<(), Violation>;
@@ -59,6 +59,10 @@ impl Relations {
             (T::AssistantAttempt, EventData::AssistantAttempt(d)) => {
                 self.require_open_step(&event.kind, d.turn, d.step)
             }
+            (T::DeveloperMessage, EventData::DeveloperMessage(d)) => {
+                self.require_open_step(&event.kind, d.turn, d.step)?;
+                self.check_header_binding(event.seq, d)
+            }
             (T::AssistantMessage, EventData::AssistantMessage(d)) => {
                 self.require_open_step(&event.kind, d.turn, d.step)?;
                 self.check_advertised(&d.message)
@@ -104,6 +108,7 @@ impl Relations {
                 Ok(())
             }
             (T::CommandDone, EventData::Other(data)) => self.check_command_done(event, data),
+            (T::SubagentCatalog, EventData::Other(data)) if self.v4 => self.check_catalog(data),
             (T::DeliveryAccepted, EventData::Other(data)) => {
                 if self.delivery_is_foreign(data)
                     && !self
@@ -170,6 +175,10 @@ impl Relations {
                     );
                 }
                 Ok(())
+            }
+            (T::SystemMessage, EventData::SystemMessage(d)) if self.v4 => {
+                self.require_open_step(&event.kind, d.turn, d.step)?;
+                self.check_checkpoint(event)
             }
             (T::UserMessage | T::SystemMessage, _) => self.check_checkpoint(event),
             _ => Ok(()),
@@ -281,7 +290,18 @@ impl Relations {
             }
             (T::RequestHeader, EventData::RequestHeader(d)) => {
                 let provider = d.header.config.provider.as_deref().map(Box::from);
-                Change::Provider(std::mem::replace(&mut self.provider, provider))
+                let previous = std::mem::replace(&mut self.provider, provider);
+                if !self.v4 {
+                    return Change::Provider(previous);
+                }
+                let tools = crate::v4_rows::header_tools(d).map(|tools| {
+                    let tools = tools
+                        .into_iter()
+                        .map(|(name, complete)| (name.into(), complete));
+                    tools.collect()
+                });
+                self.headers.insert(event.seq, tools);
+                Change::Header(previous, event.seq)
             }
             (T::ToolCodeDispatchStart | T::ToolPtcDispatchStart, EventData::Other(data)) => {
                 let sub: Box<str> = str_member(data, "subCallId").into();
@@ -364,8 +384,21 @@ impl Relations {
                 self.s.crossing = None;
                 if d.inherited == Some(true) {
                     self.s.foreign_delivery = None;
+                    if self.v4 {
+                        // The catalog facts before the cut are inherited; the session's own
+                        // start here.
+                        self.s.inherited_seen = true;
+                        let children = std::mem::take(&mut self.catalog_children);
+                        return Change::InheritedEnd(self.compaction.take(), children);
+                    }
                 }
                 Change::Compaction(self.compaction.take())
+            }
+            (T::SubagentCatalog, EventData::Other(data)) if self.v4 && self.catalog_counts() => {
+                let fact = crate::v4_rows::catalog_fact(data).expect("a checked fact is valid");
+                let id: Box<str> = fact.child_id.into();
+                self.catalog_children.insert(id.clone());
+                Change::CatalogChild(id)
             }
             (T::UserMessage, EventData::UserMessage(m)) if m.source_kind() == "user" => {
                 self.human_users.push(event.seq);
@@ -509,6 +542,9 @@ impl Relations {
                 && e.get("code").and_then(Value::as_str) == Some("TOOL_NOT_STARTED")
         });
         let id = data.message.id.as_deref().unwrap_or("");
+        if self.v4 {
+            return self.is_v4_not_started_repair(event, data, call_id, error_ok);
+        }
         let id_ok = if self.snapshot && is_placeholder(id) {
             true
         } else if self.v3 {
@@ -528,6 +564,106 @@ impl Relations {
             _ => false,
         };
         error_ok && event.source_event_seqs.is_none() && id_ok && block_ok
+    }
+
+    /// The V4 repairs of a call that never started (dsh-v4.md 4.2): the interrupted form (a
+    /// tool message with `isError: true` and the one text block) or the fork-generated form,
+    /// whose exact shape row admission checked (`crate::v4_rows`).
+    fn is_v4_not_started_repair(
+        &self,
+        event: &Event,
+        data: &ToolResultData,
+        call_id: &str,
+        error_ok: bool,
+    ) -> bool {
+        let message = &data.message;
+        let id = message.id.as_deref().unwrap_or("");
+        if id.starts_with(crate::v4_rows::FORK_RESULT_PREFIX) {
+            return error_ok;
+        }
+        let id_ok = (self.snapshot && is_placeholder(id)) || is_repair_identity(id, call_id);
+        let flagged = message.extra.get("isError") == Some(&Value::Bool(true));
+        let block_ok = matches!(
+            message.content.as_slice(),
+            [ContentBlock::Text(t)] if t.text == NOT_STARTED_TEXT
+        );
+        error_ok && event.source_event_seqs.is_none() && id_ok && flagged && block_ok
+    }
+
+    /// A developer message's tool additions bind to the `request/header` its `headerSeq`
+    /// names: an earlier event, a header, one complete definition per added name.
+    fn check_header_binding(&self, seq: u64, data: &DeveloperMessageData) -> Checked {
+        let Some(header_seq) = data
+            .header_seq
+            .as_ref()
+            .and_then(crate::v4_rows::header_seq)
+        else {
+            return Ok(());
+        };
+        let refuse = |text: String| fail(Rule::DeveloperHeader, text);
+        if header_seq >= seq {
+            return refuse("developer/message headerSeq must name an earlier event".to_owned());
+        }
+        let Some(tools) = self.headers.get(&header_seq) else {
+            return refuse(
+                "developer/message headerSeq must reference an earlier request/header".to_owned(),
+            );
+        };
+        // A normalized recording keeps tools as names or a placeholder (dsh-v4.md 9 item 7):
+        // its binding needs only the earlier header.
+        let Some(tools) = tools.as_ref().filter(|_| !self.snapshot) else {
+            return Ok(());
+        };
+        for block in &data.message.content {
+            let ContentBlock::Other(object) = block else {
+                continue;
+            };
+            if block.tag() != "tool-addition" {
+                continue;
+            }
+            let name = object.get("toolName").and_then(Value::as_str).unwrap_or("");
+            let mut entries = tools.iter().filter(|(n, _)| &**n == name);
+            match (entries.next(), entries.next()) {
+                (Some((_, true)), None) => {}
+                (Some((_, false)), None) => {
+                    return refuse(format!(
+                        "developer/message tool-addition {name:?} requires a complete tool \
+                         definition in headerSeq {header_seq}"
+                    ))
+                }
+                _ => {
+                    return refuse(format!(
+                        "developer/message tool-addition {name:?} must name exactly one tool in \
+                         headerSeq {header_seq}"
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether catalog facts are the session's own here: always in an unseeded log, after an
+    /// inherited end-seed in a seeded one (the inherited entries do not count).
+    fn catalog_counts(&self) -> bool {
+        let seeded = self.identity.as_ref().is_some_and(|i| i.seeded);
+        !seeded || self.s.inherited_seen
+    }
+
+    /// A V4 catalog fact of the session's own is valid and lists its child once.
+    fn check_catalog(&self, data: &Value) -> Checked {
+        if !self.catalog_counts() {
+            return Ok(());
+        }
+        let Some(fact) = crate::v4_rows::catalog_fact(data) else {
+            return fail(Rule::Payload, crate::v4_rows::CATALOG_FACT_REFUSAL);
+        };
+        if self.catalog_children.contains(fact.child_id.as_str()) {
+            return fail(
+                Rule::Payload,
+                format!("duplicate catalog child {}", fact.child_id),
+            );
+        }
+        Ok(())
     }
 
     fn check_ptc(&self, event: &Event, data: &Value) -> Checked {
@@ -709,7 +845,7 @@ impl Relations {
                 return fail(Rule::TitleSources, message);
             }
         }
-        if *kind == EventType::SessionTitleLlmRequest && !represents_title(data) {
+        if *kind == EventType::SessionTitleLlmRequest && !represents_title(data, self.v4) {
             return fail(
                 Rule::TitleRequestMessages,
                 "session/title-llm-request messages do not represent messageSeqs",
@@ -814,7 +950,12 @@ impl Relations {
         let Some(source) = event.message().and_then(|m| m.source.as_ref()) else {
             return Ok(());
         };
-        if source.kind != "plugin" || source.plugin.as_deref() != Some("compact") {
+        let checkpoint = if self.v4 {
+            source.kind == "compact-checkpoint"
+        } else {
+            source.kind == "plugin" && source.plugin.as_deref() == Some("compact")
+        };
+        if !checkpoint {
             return Ok(());
         }
         let subject = format!("compaction checkpoint at seq {}", event.seq);
@@ -915,8 +1056,9 @@ fn is_next_turn_splice(event: &Event) -> bool {
             .is_some_and(|inserted| !inserted.is_empty())
 }
 
-/// The one user message a title request sends: from the title plugin, one text block.
-fn represents_title(data: &Value) -> bool {
+/// The one user message a title request sends: from the title plugin (V4: the producer kind
+/// of that name), one text block.
+fn represents_title(data: &Value, v4: bool) -> bool {
     let Some([message]) = data
         .get("messages")
         .and_then(Value::as_array)
@@ -931,8 +1073,11 @@ fn represents_title(data: &Value) -> bool {
             c.len() == 1 && c[0].get("type").and_then(Value::as_str) == Some("text")
         })
         && source.is_some_and(|s| {
-            s.get("kind").and_then(Value::as_str) == Some("plugin")
-                && s.get("plugin").and_then(Value::as_str) == Some(TITLE_PLUGIN)
+            let kind = s.get("kind").and_then(Value::as_str);
+            if v4 {
+                return kind == Some(TITLE_PLUGIN);
+            }
+            kind == Some("plugin") && s.get("plugin").and_then(Value::as_str) == Some(TITLE_PLUGIN)
         })
 }
 

@@ -39,6 +39,8 @@ const DEBUG_CHECK_NODES_MAX: usize = 512;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeKind {
     System,
+    /// A V4 `developer/message`.
+    Developer,
     User,
     Assistant,
     ToolResult,
@@ -133,6 +135,7 @@ impl NodeKind {
     pub fn event_type(self) -> EventType {
         match self {
             NodeKind::System => EventType::SystemMessage,
+            NodeKind::Developer => EventType::DeveloperMessage,
             NodeKind::User => EventType::UserMessage,
             NodeKind::Assistant => EventType::AssistantMessage,
             NodeKind::ToolResult => EventType::ToolResult,
@@ -384,10 +387,11 @@ impl Undo {
     }
 }
 
-/// The node kind of a V3 surface type.
+/// The node kind of a V3 or V4 surface type.
 pub fn node_kind(kind: &EventType) -> Option<NodeKind> {
     match kind {
         EventType::SystemMessage => Some(NodeKind::System),
+        EventType::DeveloperMessage => Some(NodeKind::Developer),
         EventType::UserMessage => Some(NodeKind::User),
         EventType::AssistantMessage => Some(NodeKind::Assistant),
         EventType::ToolResult => Some(NodeKind::ToolResult),
@@ -424,7 +428,8 @@ fn check_tool_result_rewrite(node: &Node, shadowed: &[Node]) -> Result<(), Viola
     Ok(())
 }
 
-/// Everything of a tool result except `message.content[0].content`, for the rewrite rule.
+/// Everything of a tool result except `message.content[0].content` (V4: `message.content`),
+/// for the rewrite rule.
 #[derive(Serialize)]
 struct RewriteIdentity<'a> {
     turn: u64,
@@ -465,6 +470,8 @@ fn identity_of(data: &ToolResultData) -> String {
             }),
             rest,
         ),
+        // A V4 tool message has no wrapper: its whole `content` is what a rewrite may change.
+        _ if message.role.as_deref() == Some("tool") => (None, &[][..]),
         _ => (None, message.content.as_slice()),
     };
     let identity = RewriteIdentity {

@@ -13,4 +13,5 @@ mod props;
 mod roundtrip;
 mod support;
 mod torn;
+mod v4;
 mod writer;

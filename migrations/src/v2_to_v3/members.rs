@@ -208,9 +208,10 @@ pub(crate) fn check(kind: &EventType, data: &EventData) -> Result<(), String> {
         EventData::CompactionPrune(d) => no_extra(&d.extra),
         EventData::CompactionEnd(d) => no_extra(&d.extra),
         // Refused earlier as unclassified in a V2 source; nothing to add here.
-        EventData::SystemMessage(_) | EventData::AssistantChunk(_) | EventData::ImageOffload(_) => {
-            Ok(())
-        }
+        EventData::SystemMessage(_)
+        | EventData::DeveloperMessage(_)
+        | EventData::AssistantChunk(_)
+        | EventData::ImageOffload(_) => Ok(()),
     }
 }
 

@@ -60,11 +60,11 @@ fn catalog_checks_the_chain() {
     let new = |edges: Vec<EdgeSpec>| Catalog::new(edges).map(|c| c.lowest());
     assert_eq!(new(vec![]), Err(CatalogError::Empty));
     assert_eq!(
-        new(vec![edge(V0, V1), edge(V2, V3)]),
+        new(vec![edge(V0, V1), edge(V2, V3), edge(V3, V4)]),
         Err(CatalogError::Gap { missing: V1 })
     );
     assert_eq!(
-        new(vec![edge(V2, V3), edge(V2, V3)]),
+        new(vec![edge(V2, V3), edge(V2, V3), edge(V3, V4)]),
         Err(CatalogError::Duplicate { from: V2 })
     );
     assert_eq!(
@@ -75,39 +75,51 @@ fn catalog_checks_the_chain() {
         new(vec![edge(V1, V2)]),
         Err(CatalogError::Incomplete {
             last: V2,
-            current: V3
+            current: V4
         })
     );
-    assert_eq!(new(vec![edge(V2, V3), edge(V0, V1), edge(V1, V2)]), Ok(V0));
+    assert_eq!(
+        new(vec![edge(V3, V4), edge(V2, V3), edge(V0, V1), edge(V1, V2)]),
+        Ok(V0)
+    );
     assert_eq!(Catalog::released().lowest(), V0);
 }
 
-// Goal: planning by stored version: current needs no stage, older versions the edges from
-// there, newer and unsupported ones are refused with their texts.
-// Method: plan 3, 2, 1, 0 and 4 on the released catalog, and 1 on one holding V2 -> V3 alone.
+// Goal: planning by stored version and target: a log at or past the target needs no stage,
+// older versions the edges from there up to the target, newer and unsupported ones are
+// refused with their texts.
+// Method: plan 4 to 0 towards V3 and V4 on the released catalog, 5, and 1 on one holding
+// V2 -> V3 -> V4 alone.
 #[test]
 fn plan_by_version() {
+    use FormatVersion::*;
     let catalog = Catalog::released();
     let options = StageOptions::default();
-    assert_eq!(catalog.plan(3, options).expect("current").n_stages(), 0);
-    assert_eq!(catalog.plan(2, options).expect("v2").n_stages(), 1);
-    assert_eq!(catalog.plan(1, options).expect("v1").n_stages(), 2);
-    assert_eq!(catalog.plan(0, options).expect("v0").n_stages(), 3);
-    let newer = catalog.plan(4, options).err().expect("newer");
+    for (found, to_v3, to_v4) in [(4, 0, 0), (3, 0, 1), (2, 1, 2), (1, 2, 3), (0, 3, 4)] {
+        assert_eq!(
+            catalog.plan(found, V3, options).expect("v3").n_stages(),
+            to_v3
+        );
+        assert_eq!(
+            catalog.plan(found, V4, options).expect("v4").n_stages(),
+            to_v4
+        );
+    }
+    let newer = catalog.plan(5, V4, options).err().expect("newer");
     assert_eq!(
         newer.to_string(),
-        "stored Session uses newer format v4; this build writes v3"
+        "stored Session uses newer format v5; this build writes v4"
     );
-    use FormatVersion::*;
-    let short = Catalog::new(vec![edge(V2, V3)]).expect("one edge");
-    let older = short.plan(1, options).err().expect("no path");
+    let short = Catalog::new(vec![edge(V2, V3), edge(V3, V4)]).expect("two edges");
+    let older = short.plan(1, V3, options).err().expect("no path");
     assert_eq!(
         older.to_string(),
         "stored Session uses format v1, older than the supported v2, and this build ships no \
          upgrade path for it"
     );
-    let full = Catalog::new(vec![edge(V0, V1), edge(V1, V2), edge(V2, V3)]).expect("full");
-    assert_eq!(full.plan(0, options).expect("v0").n_stages(), 3);
+    let full =
+        Catalog::new(vec![edge(V0, V1), edge(V1, V2), edge(V2, V3), edge(V3, V4)]).expect("full");
+    assert_eq!(full.plan(0, V3, options).expect("v0").n_stages(), 3);
 }
 
 // Goal: a planned chain gives the same result as the V2 -> V3 stage run directly.
@@ -124,8 +136,11 @@ fn chain_runs_every_stage() {
     let (mut header, events) = read_v2(HEADER, &log);
     let direct = migrate_events(header.clone(), events.clone()).expect("migrates");
     header.version = Some(1);
-    let full = Catalog::new(vec![edge(V0, V1), edge(V1, V2), edge(V2, V3)]).expect("full");
-    let mut chain = full.plan(1, StageOptions { snapshot: true }).expect("v1");
+    let full =
+        Catalog::new(vec![edge(V0, V1), edge(V1, V2), edge(V2, V3), edge(V3, V4)]).expect("full");
+    let mut chain = full
+        .plan(1, V3, StageOptions { snapshot: true })
+        .expect("v1");
     assert_eq!(chain.n_stages(), 2);
     let migrated_header = chain.header(header).expect("header");
     let mut out = Vec::new();

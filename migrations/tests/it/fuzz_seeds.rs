@@ -37,7 +37,12 @@ fn variants(seed: &[u8], cuts: usize) -> Vec<Vec<u8>> {
 // Goal: each migration edge survives its seeds and their damaged variants without a panic.
 #[test]
 fn migration_edges_over_their_seeds() {
-    let edges = ["migrate_v0_to_v1", "migrate_v1_to_v2", "migrate_v2_to_v3"];
+    let edges = [
+        "migrate_v0_to_v1",
+        "migrate_v1_to_v2",
+        "migrate_v2_to_v3",
+        "migrate_v3_to_v4",
+    ];
     let mut n_inputs = 0;
     for (version, name) in edges.iter().enumerate() {
         for seed in seeds(name) {
@@ -45,6 +50,20 @@ fn migration_edges_over_their_seeds() {
                 targets::migrate_edge(version, &input);
                 n_inputs += 1;
             }
+        }
+    }
+    assert!(n_inputs > 500, "{n_inputs} inputs");
+}
+
+// Goal: the V4 reader survives its seeds (a generated V4 log and one of every V4 shape) and
+// their damaged variants without a panic.
+#[test]
+fn v4_reader_over_its_seeds() {
+    let mut n_inputs = 0;
+    for seed in seeds("rows_v4") {
+        for input in variants(&seed, 256) {
+            targets::read_v4(&input);
+            n_inputs += 1;
         }
     }
     assert!(n_inputs > 500, "{n_inputs} inputs");

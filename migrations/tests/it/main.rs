@@ -14,5 +14,6 @@ mod rewrite;
 mod support;
 mod v0_to_v1;
 mod v1_to_v2;
+mod v3_to_v4;
 mod vectors;
 mod worked;

@@ -10,9 +10,9 @@
 use redb::ReadableTable;
 use sessionlog_format::SessionHeader;
 
-use super::session::Head;
 use super::tables::{self, SESSIONS};
 use super::{lock, AppendAck, AppendRequest, Creation, Store, StoreError, Writer};
+use crate::types::Head;
 
 impl Store {
     /// Begins the import of a log with `header`, or resumes the one an earlier run left

@@ -26,16 +26,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use sessionlog_format::fold::SessionFold;
-use sessionlog_format::record::{self, ChainHash};
-use sessionlog_format::{Event, FormatVersion, SessionHeader, Violation};
+use sessionlog_format::record;
+use sessionlog_format::{Event, SessionHeader};
 
 use self::blocks::BLOCKS;
 use self::sealer::{Hint, Sealer};
-pub use self::session::Head;
 use self::session::SessionState;
 pub use self::tables::STORE_FORMAT_VERSION;
 use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
-pub use self::wal::{wal_path, DamagedFrame, WalFile};
+pub use self::wal::{wal_path, WalFile};
+pub use crate::types::DamagedFrame;
+pub use crate::types::Head;
+pub use crate::types::{
+    admit_expected, check_new_header, check_session_id, AppendAck, AppendRequest, StorageFailure,
+    StoreError, BATCH_EVENTS_MAX, CHECKPOINT_INTERVAL_EVENTS, SESSION_ID_BYTES_MAX,
+};
+
 use self::wal::{FrameBuilder, Replay, Wal, WalEntry};
 use crate::publish::{publish_file, PublishError};
 
@@ -45,154 +51,11 @@ const WAL_DEFERRED_BYTES_MAX: u64 = 4 * wal::DURABLE_BYTES_MAX;
 /// How long a snapshot reader waits before it reads a WAL with a damaged frame again.
 const SNAPSHOT_REREAD_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Most events one batch may carry.
-pub const BATCH_EVENTS_MAX: usize = 65_536;
-/// Longest session id the store keeps, in bytes of UTF-8 (the header rule's bound).
-pub use sessionlog_format::header::SESSION_ID_BYTES_MAX;
-/// A fold checkpoint is written when this many events have been appended since the last one.
-pub const CHECKPOINT_INTERVAL_EVENTS: u64 = 1024;
 /// redb's page cache of a read-only open, in bytes (redb's default is 1 GiB). A read command
 /// walks each page about once, so a bigger cache only holds what was read: with the default,
 /// `verify` of a 200k-event store kept every page it had read, its memory growing with the
 /// store (142 MiB, against 56 MiB at 50k events).
 pub const READ_ONLY_CACHE_BYTES: usize = 8 << 20;
-
-/// Why a store operation failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// A file or database operation failed; the store is now poisoned. The failure keeps the
-    /// error underneath as its source.
-    #[error("storage failure: {0}")]
-    Storage(#[source] StorageFailure),
-    /// Another open store holds the file's lock (another process, or this one).
-    #[error("the store {path} is locked: another sessionlog process has it open")]
-    Locked { path: String },
-    /// An earlier write failed; no write is taken until the store is reopened.
-    #[error("the store stopped taking writes after an earlier failure; reopen it to recover")]
-    Poisoned,
-    #[error("the store was written by a newer sessionlog (store format v{found}, this build reads v{supported})")]
-    UpgradeRequired { found: u32, supported: u32 },
-    /// Stored bytes failed a check.
-    #[error("the store is corrupt: {reason}")]
-    Corrupt { reason: String },
-    /// A read-only open found no file: a read never creates a store.
-    #[error("no store at {path} (a read never creates one; import or copy --to creates it)")]
-    Missing { path: String },
-    /// A location that names no store a backend can open: an unsupported scheme, or a file
-    /// in a directory that does not exist (a usage error; nothing was created).
-    #[error("{location}: {reason}")]
-    BadLocation { location: String, reason: String },
-    /// The file is not a sessionlog store.
-    #[error("{path} is not a sessionlog store: {reason}")]
-    NotAStore { path: String, reason: String },
-    /// The store was opened read-only (a read command, or a WAL with a damaged frame).
-    #[error("the store {path} is open read-only")]
-    ReadOnly { path: String },
-    /// The WAL holds a damaged frame: the store opens only read-only, so that nothing in the
-    /// WAL is dropped by a restart; `salvage` exports what is intact.
-    #[error("the store's WAL {path} is damaged: {summary}; it opens only read-only (`sessionlog verify` names what was lost, `sessionlog salvage` exports every intact session)")]
-    WalDamaged { path: String, summary: String },
-    #[error("no session {session} in the store")]
-    UnknownSession { session: String },
-    #[error("session {session} already exists")]
-    SessionExists { session: String },
-    /// An import created the session and did not finish (it was killed, or failed part-way):
-    /// the session is hidden and refused to everyone but a rerun of the import.
-    #[error("session {session} is an interrupted import: rerun `sessionlog import FILE` with its log to complete it")]
-    ImportInterrupted { session: String },
-    /// A rerun of an import found the interrupted session holding something other than the
-    /// start of this log; nothing was changed.
-    #[error(
-        "session {session} is an interrupted import of another log: {reason}; nothing was changed"
-    )]
-    ImportMismatch { session: String, reason: String },
-    /// The caller's expected next seq is stale: another writer appended first.
-    #[error("{session}@{expected}: conflict: the session's next seq is {current}")]
-    Conflict {
-        session: String,
-        expected: u64,
-        current: u64,
-    },
-    /// An event broke an admission rule; nothing of its batch was written.
-    #[error("{session}@{seq}: {violation}")]
-    Rejected {
-        session: String,
-        seq: u64,
-        violation: Violation,
-    },
-    #[error("{session}: a batch holds {n_events} events, at most {BATCH_EVENTS_MAX}")]
-    BatchTooLarge { session: String, n_events: usize },
-    #[error("invalid session header: {reason}")]
-    InvalidHeader { reason: String },
-    /// The id cannot name a stored session (see [`check_session_id`]).
-    #[error("session id {session:?} is refused: {reason} [session-id]")]
-    InvalidSessionId { session: String, reason: String },
-    #[error("{session}@{seq}: no such seq; the session's next seq is {next_seq}")]
-    SeqOutOfRange {
-        session: String,
-        seq: u64,
-        next_seq: u64,
-    },
-}
-
-/// The session-id rule of `format` ([`sessionlog_format::header::check_session_id`]) as a
-/// store error; every backend calls it before creating a session.
-pub fn check_session_id(id: &str) -> Result<(), StoreError> {
-    sessionlog_format::header::check_session_id(id).map_err(|reason| StoreError::InvalidSessionId {
-        session: id.to_owned(),
-        reason,
-    })
-}
-
-/// Admits `events` into `fold` as the batch that must start at `expected_next_seq`: the
-/// optimistic-concurrency check and every admission rule, shared by all backends. A stale
-/// expected seq is `Conflict` naming the current one; a refused event is `Rejected` naming its
-/// seq and rule. Either way the fold is unchanged (`admit_batch` is atomic).
-/// What every backend checks of a new session's header before it creates the session: an
-/// id that can name a stored session, the V3 header rules, and V3 itself.
-pub fn check_new_header(header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
-    check_session_id(&header.id)?;
-    header
-        .check(FormatVersion::V3, snapshot)
-        .map_err(|reason| StoreError::InvalidHeader { reason })?;
-    if header.version != Some(3) {
-        return Err(StoreError::InvalidHeader {
-            reason: "the store keeps V3 sessions".into(),
-        });
-    }
-    Ok(())
-}
-
-pub(crate) fn admit_expected(
-    fold: &mut SessionFold,
-    session: &str,
-    expected_next_seq: u64,
-    events: Vec<Event>,
-) -> Result<Vec<Arc<Event>>, StoreError> {
-    let current = fold.admission().next_seq();
-    if expected_next_seq != current {
-        return Err(StoreError::Conflict {
-            session: session.to_owned(),
-            expected: expected_next_seq,
-            current,
-        });
-    }
-    let batch: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
-    if let Err((event_idx, violation)) = fold.admit_batch(&batch) {
-        let seq = batch[event_idx].seq;
-        return Err(StoreError::Rejected {
-            session: session.to_owned(),
-            seq,
-            violation,
-        });
-    }
-    debug_assert_eq!(
-        fold.admission().next_seq(),
-        expected_next_seq + batch.len() as u64
-    );
-    Ok(batch)
-}
 
 /// The store used when neither `--db` nor `SESSIONLOG_DB` names one:
 /// `$XDG_DATA_HOME/sessionlog/sessions.redb`, else `$HOME/.local/share/sessionlog/sessions.redb`.
@@ -205,104 +68,6 @@ pub fn default_path() -> Option<PathBuf> {
     let data =
         non_empty("XDG_DATA_HOME").or_else(|| non_empty("HOME").map(|h| h.join(".local/share")))?;
     Some(data.join("sessionlog").join("sessions.redb"))
-}
-
-impl StoreError {
-    fn storage(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-        StoreError::Storage(StorageFailure::caused_by(error))
-    }
-
-    /// A storage failure with no error underneath.
-    pub fn storage_message(message: impl Into<String>) -> StoreError {
-        StoreError::Storage(StorageFailure::new(message))
-    }
-}
-
-/// What a storage failure says, and the error underneath when there is one (a redb, I/O or
-/// PostgreSQL error), so that a caller can walk the chain to it.
-#[derive(Debug, Clone)]
-pub struct StorageFailure {
-    message: String,
-    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
-}
-
-impl StorageFailure {
-    /// A failure with no error underneath.
-    pub fn new(message: impl Into<String>) -> StorageFailure {
-        StorageFailure {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// A failure caused by `error`; it says what `error` says.
-    pub fn caused_by(error: impl std::error::Error + Send + Sync + 'static) -> StorageFailure {
-        StorageFailure {
-            message: error.to_string(),
-            source: Some(Arc::new(error)),
-        }
-    }
-
-    /// A failure that says `message` (what failed, where) and keeps `error` underneath.
-    pub fn with_source(
-        message: impl Into<String>,
-        error: impl std::error::Error + Send + Sync + 'static,
-    ) -> StorageFailure {
-        StorageFailure {
-            message: message.into(),
-            source: Some(Arc::new(error)),
-        }
-    }
-
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl std::fmt::Display for StorageFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for StorageFailure {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
-
-impl From<String> for StorageFailure {
-    fn from(message: String) -> StorageFailure {
-        StorageFailure::new(message)
-    }
-}
-
-impl From<&str> for StorageFailure {
-    fn from(message: &str) -> StorageFailure {
-        StorageFailure::new(message)
-    }
-}
-
-/// One batch to append.
-#[derive(Debug, Clone)]
-pub struct AppendRequest {
-    pub session: String,
-    /// The seq the batch's first event must carry; a stale value is a conflict.
-    pub expected_next_seq: u64,
-    pub events: Vec<Event>,
-}
-
-/// A durable append.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppendAck {
-    pub session: String,
-    pub first_seq: u64,
-    /// The session's next seq after the batch; the last seq committed is `next_seq - 1`.
-    pub next_seq: u64,
-    /// The chain hash at the session's head after the batch.
-    pub head_chain: ChainHash,
 }
 
 /// The embedded store.

@@ -4,6 +4,7 @@
 //! big session reopens in time proportional to the events since the checkpoint (plus reading
 //! its live surface nodes).
 
+use crate::types::Head;
 use std::sync::Arc;
 
 use redb::{ReadTransaction, ReadableTable};
@@ -21,13 +22,6 @@ use super::StoreError;
 
 /// zstd level of checkpoint bodies.
 const CHECKPOINT_ZSTD_LEVEL: i32 = 3;
-
-/// A session's head: the seq the next event gets and the chain hash of the last record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Head {
-    pub next_seq: u64,
-    pub chain: ChainHash,
-}
 
 pub(crate) struct SessionState {
     pub(crate) key: u64,

@@ -6,6 +6,7 @@
 //! on the stored chain so that later damage is reported too; after an admission fault the fold
 //! is no longer trusted and only the record checks continue.
 
+pub use crate::types::{FaultKind, SessionReport, VerifyFault};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -18,71 +19,6 @@ use super::session::{context_of, decode_checkpoint_body, stored_session_record};
 use super::tables::{self, CHECKPOINTS, EVENTS, SESSIONS};
 use super::{DamagedFrame, Store, StoreError};
 use crate::log_store::StoredCheckpoint;
-
-/// What kind of fault verify found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FaultKind {
-    /// A record's crc does not match its bytes.
-    Checksum,
-    /// A record's chain hash does not follow from the previous record.
-    Chain,
-    /// A seq is missing or out of place.
-    Missing,
-    /// A record's header or body cannot be decoded.
-    Decode,
-    /// An event breaks an admission rule.
-    Admission,
-    /// The persisted fold checkpoint differs from a fold from scratch.
-    Checkpoint,
-    /// The session's own record is damaged.
-    Session,
-    /// A WAL frame that held records of the session is damaged: they are not in the store.
-    Wal,
-    /// The session is an import that did not finish: a rerun of the import completes it.
-    Import,
-}
-
-impl FaultKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            FaultKind::Checksum => "checksum",
-            FaultKind::Chain => "chain",
-            FaultKind::Missing => "missing",
-            FaultKind::Decode => "decode",
-            FaultKind::Admission => "admission",
-            FaultKind::Checkpoint => "checkpoint",
-            FaultKind::Session => "session",
-            FaultKind::Wal => "wal",
-            FaultKind::Import => "import",
-        }
-    }
-}
-
-/// One fault found by verify.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerifyFault {
-    /// The seq the fault is at; `None` for session-level faults.
-    pub seq: Option<u64>,
-    pub kind: FaultKind,
-    pub message: String,
-}
-
-/// The verify result of one session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionReport {
-    pub session: String,
-    pub events: u64,
-    /// The chain hash at the head, as recomputed.
-    pub head_chain: ChainHash,
-    pub faults: Vec<VerifyFault>,
-}
-
-impl SessionReport {
-    pub fn ok(&self) -> bool {
-        self.faults.is_empty()
-    }
-}
 
 impl Store {
     /// Verifies the given sessions (every session when empty, interrupted imports included:

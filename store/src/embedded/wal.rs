@@ -58,6 +58,7 @@ mod legacy;
 #[cfg(test)]
 mod tests;
 
+use crate::types::DamagedFrame;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -133,25 +134,6 @@ pub(crate) enum WalEntry {
     Event { key: u64, seq: u64, record: Vec<u8> },
     /// A session record (its key and id are inside it), written on creation.
     Session { record: Vec<u8> },
-}
-
-/// A frame of the current generation that is damaged: what the WAL knows of what it held.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DamagedFrame {
-    /// Where the frame starts in the WAL file.
-    pub offset_bytes: u64,
-    /// Its place among the frames of the current generation (0 is the first).
-    pub frame_idx: u64,
-    /// What failed.
-    pub reason: String,
-    /// The (session key, seq) of the event entries its damaged payload still shows, as far as
-    /// it parses; empty when nothing of it can be read.
-    pub events: Vec<(u64, u64)>,
-    /// The session records it shows (session creations).
-    pub session_records: Vec<Vec<u8>>,
-    /// Whether `events` and `session_records` are every entry the payload counts; otherwise
-    /// the damage hides the rest.
-    pub entries_complete: bool,
 }
 
 /// What a WAL holds: the entries of its valid frames, in order, and its damaged frames.

@@ -7,7 +7,7 @@
 use pretty_assertions::assert_eq;
 use sessionlog_format::{Event, SurfaceOp};
 use sessionlog_store::embedded::{AppendRequest, Store, StoreError, CHECKPOINT_INTERVAL_EVENTS};
-use sessionlog_store::log_store::{self, copy_sessions, LogStore};
+use sessionlog_store::log_store::{copy_sessions, LogStore};
 use sessionlog_store::pg_store::{PgStore, SCHEMA_VERSION};
 
 use crate::harness::*;
@@ -34,7 +34,8 @@ fn every_backend_keeps_the_same_records_and_head() {
         let reports = store.verify(std::slice::from_ref(&header.id)).unwrap();
         assert!(reports[0].ok(), "{}: {:?}", backend.name, reports[0].faults);
         assert_eq!(reports[0].head_chain, head.chain);
-        let generic = log_store::verify(store, std::slice::from_ref(&header.id)).unwrap();
+        let generic =
+            sessionlog_store::verify::verify(store, std::slice::from_ref(&header.id)).unwrap();
         assert_eq!(
             generic, reports,
             "{}: the generic verify agrees",
