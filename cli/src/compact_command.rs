@@ -3,30 +3,21 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use sessionlog_agent::agent::adapter::LlmAdapter;
-use sessionlog_agent::agent::deepseek::client::DeepSeekClient;
-use sessionlog_agent::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL};
-use sessionlog_agent::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
+use sessionlog_agent::agent::deepseek::BASE_URL_ENV;
 use sessionlog_agent::agent::CancelToken;
 use sessionlog_agent::compaction::run::DEFAULT_RETAIN_TOKENS;
 use sessionlog_agent::compaction::{compact, compact_region, CompactionOptions};
-use sessionlog_agent::prompt::capability::{
-    Adapter, Catalog, PreparedCall, DEEPSEEK_FLASH, DEEPSEEK_PROVIDER,
-};
+use sessionlog_agent::llm::provider::{open_provider, Provider};
+use sessionlog_agent::prompt::capability::DEEPSEEK_FLASH;
 
 use crate::commands::Global;
 use crate::output::{print_json, EXIT_OK};
 use crate::store_commands::DbArgs;
 use sessionlog_engine::log_store::with_fold;
-
-/// The timeout of the summarisation request.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ProviderArg {
@@ -76,33 +67,16 @@ pub(crate) fn run(global: Global, args: CompactArgs) -> anyhow::Result<ExitCode>
         .clone()
         .or(header_model)
         .unwrap_or_else(|| DEEPSEEK_FLASH.to_owned());
-    let (mut adapter, route): (Box<dyn LlmAdapter>, PreparedCall) = match args.provider {
-        ProviderArg::Replay => {
-            let script = match &args.script {
-                Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .with_context(|| format!("cannot read {}", path.display()))?;
-                    ReplayScript::parse(&text)?
-                }
-                None => ReplayScript::default(),
-            };
-            let info = script.model_info(REPLAY_PROVIDER, &model);
-            let route = PreparedCall::prepare(Adapter::DeepSeek, &info);
-            (Box::new(ReplayProvider::new(script)), route)
-        }
-        ProviderArg::Deepseek => {
-            let info = match Catalog::deepseek().lookup(DEEPSEEK_PROVIDER, &model) {
-                Some(info) => info.clone(),
-                None => ReplayScript::default().model_info(DEEPSEEK_PROVIDER, &model),
-            };
-            let base = args.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
-            let key = std::env::var(API_KEY_ENV).ok();
-            let client = DeepSeekClient::new(base, key, HTTP_TIMEOUT)
-                .map_err(|f| anyhow::anyhow!("{}: {}", f.code, f.message))?;
-            let route = PreparedCall::prepare(Adapter::DeepSeek, &info);
-            (Box::new(client), route)
-        }
+    let provider = match args.provider {
+        ProviderArg::Replay => Provider::Replay {
+            script: args.script.clone(),
+        },
+        ProviderArg::Deepseek => Provider::DeepSeek {
+            base_url: args.base_url.clone(),
+            catalog: None,
+        },
     };
+    let (mut adapter, route) = open_provider(&provider, &model)?;
     let options = CompactionOptions {
         retain_tokens: args.retain_tokens,
         ..CompactionOptions::default()

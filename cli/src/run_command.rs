@@ -9,21 +9,16 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use sessionlog_agent::agent::adapter::LlmAdapter;
-use sessionlog_agent::agent::deepseek::client::DeepSeekClient;
-use sessionlog_agent::agent::deepseek::{API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL};
-use sessionlog_agent::agent::replay::{ReplayProvider, ReplayScript, REPLAY_PROVIDER};
+use sessionlog_agent::agent::deepseek::BASE_URL_ENV;
 use sessionlog_agent::agent::turn::{Agent, ContextOptions};
 use sessionlog_agent::agent::CancelToken;
 use sessionlog_agent::compaction::trigger::CompactionPolicy;
 use sessionlog_agent::context::instructions::INSTRUCTIONS_BUDGET_BYTES;
-use sessionlog_agent::prompt::capability::{
-    Adapter, Catalog, PreparedCall, DEEPSEEK_FLASH, DEEPSEEK_PROVIDER,
-};
+use sessionlog_agent::llm::provider::{open_provider, Provider};
+use sessionlog_agent::prompt::capability::DEEPSEEK_FLASH;
 use sessionlog_engine::replay::SessionSource;
 use sessionlog_engine::requests::{requests, RequestOptions};
 
@@ -32,9 +27,6 @@ use serde_json::json;
 use crate::commands::Global;
 use crate::output::print_json;
 use crate::store_commands::DbArgs;
-
-/// The timeout of every HTTP request.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -93,40 +85,17 @@ pub(crate) fn run(global: Global, args: RunArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_default();
         format!("run-{}", now.as_millis())
     });
-    let (adapter, mut route): (Box<dyn LlmAdapter>, PreparedCall) = match args.provider.as_str() {
-        "replay" => {
-            let script = match &args.script {
-                Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .with_context(|| format!("cannot read {}", path.display()))?;
-                    ReplayScript::parse(&text)?
-                }
-                None => ReplayScript::default(),
-            };
-            let info = script.model_info(REPLAY_PROVIDER, &args.model);
-            let route = PreparedCall::prepare(Adapter::DeepSeek, &info);
-            (Box::new(ReplayProvider::new(script)), route)
-        }
-        "deepseek" => {
-            let catalog = match &args.catalog {
-                Some(path) => Catalog::load(path)?,
-                None => Catalog::deepseek(),
-            };
-            let info = match catalog.lookup(DEEPSEEK_PROVIDER, &args.model) {
-                Some(info) => info.clone(),
-                None => ReplayScript::default().model_info(DEEPSEEK_PROVIDER, &args.model),
-            };
-            let base = args.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
-            let key = std::env::var(API_KEY_ENV).ok();
-            let client = DeepSeekClient::new(base, key, HTTP_TIMEOUT)
-                .map_err(|f| anyhow::anyhow!("{}: {}", f.code, f.message))?;
-            (
-                Box::new(client),
-                PreparedCall::prepare(Adapter::DeepSeek, &info),
-            )
-        }
+    let provider = match args.provider.as_str() {
+        "replay" => Provider::Replay {
+            script: args.script.clone(),
+        },
+        "deepseek" => Provider::DeepSeek {
+            base_url: args.base_url.clone(),
+            catalog: args.catalog.clone(),
+        },
         other => bail!("unknown provider {other:?} (use replay or deepseek)"),
     };
+    let (adapter, mut route) = open_provider(&provider, &args.model)?;
     if let Some(window) = args.context_window {
         route.context_window = Some(window);
     }

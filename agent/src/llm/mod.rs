@@ -4,6 +4,7 @@
 //!   turns provider deltas into an assistant message and its packed stream records;
 //! - [`deepseek`]: the DeepSeek chat-completions adapter over HTTP (the only async code);
 //! - [`replay`]: the keyless scripted provider used by tests, demos and `sessionlog run`;
+//! - [`provider`]: the one opener `run` and `compact` share (`open_provider`);
 //! - [`CancelToken`]: the cancel signal a call checks.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 pub mod adapter;
 pub mod deepseek;
+pub mod provider;
 pub mod replay;
 
 /// A cancel signal shared between the caller and a running turn.
