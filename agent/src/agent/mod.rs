@@ -5,6 +5,8 @@
 //!   `replay`);
 //! - [`tools`]: the built-in tools (`read`, `write`, `echo`, `plan_mode`) and their prompt
 //!   sections;
+//! - [`options`]: what an agent is opened with (context options, the route selector, bounds);
+//! - [`events`]: the pure event builders the loop and the repair share;
 //! - [`turn`]: the loop itself, in the writer order of spec 7.5, with the tool-update and
 //!   model-switch notices and plan mode restored from the log on resume;
 //! - [`repair`]: the interrupted-turn closers of spec 12.4, appended on reopen.
@@ -12,6 +14,8 @@
 //! The request body is never kept aside: it is serialized from the session fold after the
 //! step's events are committed, which is exactly what `requests` rebuilds from the log.
 
+pub mod events;
+pub mod options;
 pub mod repair;
 pub mod tools;
 pub mod turn;

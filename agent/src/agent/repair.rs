@@ -6,9 +6,10 @@
 //! (spec 12.2), and dsh's closers, written before those rules, never meet one.
 
 use serde_json::json;
-use sessionlog_format::message::ToolResultBlock;
-use sessionlog_format::payload::{CompactionEndData, StepRef, ToolResultData, TurnEnd};
-use sessionlog_format::{ContentBlock, Event, EventData, Extra, Message, Source, SurfaceOp};
+use sessionlog_format::payload::CompactionEndData;
+use sessionlog_format::{ContentBlock, Event, EventData, Extra};
+
+use super::events::{step_end, tool_result, turn_end, ToolAnswer};
 
 use sessionlog_engine::log_store::LogStore;
 use sessionlog_engine::store::StoreError;
@@ -108,56 +109,28 @@ pub fn interrupted_turn_closers(events: &[Event]) -> Vec<Event> {
             ),
             None => (NOT_STARTED_TEXT, "ToolNotStartedError", "TOOL_NOT_STARTED"),
         };
-        let message = Message {
-            id: Some(format!("interrupted-tool-result-{}-{seq}", call.id)),
-            role: Some("user".into()),
-            content: vec![ContentBlock::ToolResult(ToolResultBlock {
-                tool_call_id: call.id.clone(),
-                content: vec![ContentBlock::text(text)],
-                is_error: Some(true),
-                extra: Extra::new(),
-            })],
-            source: Some(Source {
-                kind: "tool".into(),
-                plugin: None,
-                provider: None,
-                model: None,
-                call_id: Some(call.id.clone()),
-                extra: Extra::new(),
-            }),
-            extra: Extra::new(),
-        };
-        let data = ToolResultData {
-            turn,
-            step: call.step,
-            message,
+        let answer = ToolAnswer {
+            call_id: &call.id,
+            text,
+            is_error: true,
             error: Some(json!({ "name": name, "code": code })),
-            meta: None,
-            extra: Extra::new(),
         };
-        let event = Event::new(seq, time, EventData::ToolResult(Box::new(data)))
-            .with_surface_op(SurfaceOp::Append);
-        out.push(match call.started {
-            Some(at) => event.with_sources(vec![at]),
-            None => event,
-        });
+        let id = format!("interrupted-tool-result-{}-{seq}", call.id);
+        let sources = call.started.map(|at| vec![at]);
+        out.push(tool_result(
+            (seq, time),
+            (turn, call.step),
+            id,
+            answer,
+            sources,
+        ));
         seq += 1;
     }
     if let Some(step) = step {
-        let data = StepRef {
-            turn,
-            step,
-            extra: Extra::new(),
-        };
-        out.push(Event::new(seq, time, EventData::StepEnd(Box::new(data))));
+        out.push(step_end(seq, time, (turn, step)));
         seq += 1;
     }
-    let data = TurnEnd {
-        turn,
-        reason: json!({ "kind": "interrupted" }),
-        extra: Extra::new(),
-    };
-    out.push(Event::new(seq, time, EventData::TurnEnd(Box::new(data))));
+    out.push(turn_end(seq, time, turn, "interrupted"));
     out
 }
 

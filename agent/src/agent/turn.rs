@@ -23,14 +23,11 @@
 //! `ABORTED` and the closers of the step and the turn.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use sessionlog_format::message::ToolResultBlock;
 use sessionlog_format::payload::{
-    AssistantAttemptData, AssistantMessageData, CallConfig, StepRef, ToolCallData, ToolResultData,
-    TurnEnd,
+    AssistantAttemptData, AssistantMessageData, CallConfig, ToolCallData,
 };
 use sessionlog_format::{
     ContentBlock, Event, EventData, EventType, Extra, Message, SessionFold, SessionHeader, Source,
@@ -41,11 +38,12 @@ use super::adapter::{
     failed_stream, CallFailure, CallRequest, Completion, LlmAdapter, RetryPolicy, StreamBuilder,
 };
 use super::deepseek::serialize::{wire_body, TOOL_UPDATE_FORM};
+use super::events::{step_end, step_ref, tool_result, turn_end, ToolAnswer};
 use super::repair::repair_session;
 use super::tools::{BuiltinTools, PLAN_TOOL};
 use super::{AgentError, CancelToken};
 use crate::compaction::trigger::CompactionPolicy;
-use crate::context::instructions::{Instructions, INSTRUCTIONS_BUDGET_BYTES};
+use crate::context::instructions::Instructions;
 use crate::context::notices::{
     approval_notice, plan_mode_notice, working_directory_notice, Announced, NOTICE_PLUGIN,
     PLAN_MODE_FORM,
@@ -57,37 +55,10 @@ use crate::prompt::step::{PromptLoop, StepInput};
 use crate::prompt::tools::ToolSchema;
 use sessionlog_engine::log_store::{with_fold, LogStore};
 
-/// The base prompt section of the built-in agent.
-pub const BASE_PROMPT: &str = "You are the sessionlog demo agent. Answer briefly; use the tools \
-when they help.";
-/// Most steps one turn runs.
-pub const TURN_STEPS_MAX: u64 = 16;
-/// The `form` of a model-switch notice message.
-pub const MODEL_SWITCH_FORM: &str = "model-switch";
-/// The approval policy a session starts with.
-pub const DEFAULT_APPROVAL_POLICY: &str = "on-request";
-
-/// Where the loop finds the context it injects as sourced user messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContextOptions {
-    /// The user-global instructions directory (its `AGENTS.md` or `CLAUDE.md` is the
-    /// broadest); `None` skips it.
-    pub user_dir: Option<PathBuf>,
-    /// The directories whose sub-folders with a `SKILL.md` are skills.
-    pub skill_dirs: Vec<PathBuf>,
-    /// The byte budget of one instructions message.
-    pub budget_bytes: usize,
-}
-
-impl Default for ContextOptions {
-    fn default() -> ContextOptions {
-        ContextOptions {
-            user_dir: None,
-            skill_dirs: Vec::new(),
-            budget_bytes: INSTRUCTIONS_BUDGET_BYTES,
-        }
-    }
-}
+pub use super::options::{
+    ContextOptions, RouteSelector, BASE_PROMPT, DEFAULT_APPROVAL_POLICY, MODEL_SWITCH_FORM,
+    TURN_STEPS_MAX,
+};
 
 /// The injected context of one agent: instructions and skills.
 struct Context {
@@ -95,29 +66,6 @@ struct Context {
     skills: SkillCatalog,
     /// The skill names the log's latest catalog listed (a new catalog follows a change).
     catalog_sent: Option<Vec<String>>,
-}
-
-/// The model selection, shared with whoever may change it while a step runs (a UI, another
-/// thread). Each step binds the selected route once, when it prepares its call; a change
-/// during the step applies from the next step on, and the bound route alone decides the
-/// step's prompt admission, its request and the source of its reply.
-#[derive(Debug, Clone)]
-pub struct RouteSelector(Arc<Mutex<PreparedCall>>);
-
-impl RouteSelector {
-    pub fn new(route: PreparedCall) -> RouteSelector {
-        RouteSelector(Arc::new(Mutex::new(route)))
-    }
-
-    /// Selects `route` for the next step that prepares its call.
-    pub fn select(&self, route: PreparedCall) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = route;
-    }
-
-    /// The route selected now.
-    pub fn current(&self) -> PreparedCall {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
 }
 
 /// The context state a step keeps once its batch is committed.
@@ -134,6 +82,23 @@ struct Admitted {
     rendered: String,
     contexts: Vec<(String, String)>,
     tools: Vec<ToolSchema>,
+}
+
+/// What one step did: its reply text, and whether it ended the turn.
+struct StepOutcome {
+    reply: String,
+    ends_turn: bool,
+}
+
+/// The tool calls of a reply: `(id, name, arguments)` in order.
+fn tool_calls(content: &[ContentBlock]) -> Vec<(String, String, String)> {
+    content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolCall(c) => Some((c.id.clone(), c.name.clone(), c.arguments.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// What a finished turn did.
@@ -205,14 +170,6 @@ fn call_config(route: &PreparedCall) -> CallConfig {
 
 fn source(kind: &str) -> Source {
     crate::context::source_of(kind, &[])
-}
-
-fn step_ref(turn: u64, step: u64) -> StepRef {
-    StepRef {
-        turn,
-        step,
-        extra: Extra::new(),
-    }
 }
 
 impl<'a> Agent<'a> {
@@ -448,119 +405,9 @@ impl<'a> Agent<'a> {
         }];
         let mut reply = String::new();
         for step in 1..=TURN_STEPS_MAX {
-            let ctx = AssemblyContext::agent("main");
-            let assembly = self
-                .registry
-                .assemble(&ctx)
-                .map_err(|e| AgentError::Assembly(e.to_string()))?;
-            let rendered = assembly
-                .render_prompt()
-                .map_err(|e| AgentError::Assembly(e.to_string()))?;
-            let contexts = assembly
-                .render_contexts()
-                .map_err(|e| AgentError::Assembly(e.to_string()))?;
-            let route = self.route.current();
-            crate::compaction::trigger::pre_step_with(
-                self.compaction_policy(),
-                self.store,
-                &self.session,
-                &mut *self.adapter,
-                &route,
-                turn,
-                step,
-                cancel,
-            )?;
-            if cancel.is_cancelled() {
-                if step > 1 {
-                    self.close(turn, None, "aborted")?;
-                }
-                return Err(AgentError::Cancelled);
-            }
-            let notices = with_fold(self.store, &self.session, |fold| {
-                switch_notices(fold, &self.session, &route, &assembly.tools, (turn, step))
-            })?;
-            let (admitted_users, after) = self.step_context(notices, &mut users, (turn, step));
-            let admitted = Admitted {
-                rendered,
-                contexts,
-                tools: assembly.tools,
-            };
-            let input = StepInput {
-                turn,
-                step,
-                time: now_ms(),
-                new_turn: step == 1,
-                rendered: &admitted.rendered,
-                runtime: (!admitted.contexts.is_empty()).then(|| admitted.contexts.clone()),
-                users: admitted_users,
-                call: &route,
-                config: call_config(&route),
-                tools: &admitted.tools,
-                declared_series: false,
-            };
-            self.prompt.run_step(self.store, input)?;
-            self.settle_context(after);
-            self.last_turn = turn;
-            let completion = self.call((turn, step), &route, &admitted, cancel, on_text)?;
-            reply = ContentBlock::reply_text(&completion.content);
-            let calls: Vec<(String, String, String)> = completion
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::ToolCall(c) => {
-                        Some((c.id.clone(), c.name.clone(), c.arguments.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let call_seqs = self.commit_reply(turn, step, &route, completion, &calls)?;
-            let mut results = Vec::new();
-            for ((id, name, arguments), seq) in calls.iter().zip(call_seqs) {
-                let output = self.run_tool(name, arguments);
-                results.push((id.clone(), seq, output));
-            }
-            let end_turn = calls.is_empty() || step == TURN_STEPS_MAX;
-            self.append(|next| {
-                let time = now_ms();
-                let mut events = Vec::new();
-                for (id, seq, output) in results {
-                    let at = next + events.len() as u64;
-                    let mut src = source("tool");
-                    src.call_id = Some(id.clone());
-                    let message = Message {
-                        id: Some(format!("tool-result-{id}-{at}")),
-                        role: Some("user".into()),
-                        content: vec![ContentBlock::ToolResult(ToolResultBlock {
-                            tool_call_id: id,
-                            content: vec![ContentBlock::text(output.text)],
-                            is_error: Some(output.is_error),
-                            extra: Extra::new(),
-                        })],
-                        source: Some(src),
-                        extra: Extra::new(),
-                    };
-                    let data = ToolResultData {
-                        turn,
-                        step,
-                        message,
-                        error: None,
-                        meta: None,
-                        extra: Extra::new(),
-                    };
-                    let event = Event::new(at, time, EventData::ToolResult(Box::new(data)))
-                        .with_surface_op(SurfaceOp::Append)
-                        .with_sources(vec![seq]);
-                    events.push(event);
-                }
-                let at = next + events.len() as u64;
-                let end = EventData::StepEnd(Box::new(step_ref(turn, step)));
-                events.push(Event::new(at, time, end));
-                if end_turn {
-                    events.push(turn_end(at + 1, time, turn, "completed"));
-                }
-                events
-            })?;
-            if end_turn {
+            let outcome = self.run_step((turn, step), &mut users, cancel, on_text)?;
+            reply = outcome.reply;
+            if outcome.ends_turn {
                 return Ok(TurnReport {
                     turn,
                     steps: step,
@@ -572,6 +419,136 @@ impl<'a> Agent<'a> {
             turn,
             steps: TURN_STEPS_MAX,
             reply,
+        })
+    }
+
+    /// One step in the writer order of spec 7.5: the assembly, the pre-step compaction, the
+    /// prompt side and the step's context (one batch), the call and its reply, the tools, then
+    /// the results and the step's (and maybe the turn's) end.
+    fn run_step(
+        &mut self,
+        (turn, step): (u64, u64),
+        users: &mut Vec<Message>,
+        cancel: &CancelToken,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<StepOutcome, AgentError> {
+        let admitted = self.assemble()?;
+        let route = self.route.current();
+        crate::compaction::trigger::pre_step_with(
+            self.compaction_policy(),
+            self.store,
+            &self.session,
+            &mut *self.adapter,
+            &route,
+            turn,
+            step,
+            cancel,
+        )?;
+        if cancel.is_cancelled() {
+            if step > 1 {
+                self.close(turn, None, "aborted")?;
+            }
+            return Err(AgentError::Cancelled);
+        }
+        self.commit_step((turn, step), &route, &admitted, users)?;
+        let completion = self.call((turn, step), &route, &admitted, cancel, on_text)?;
+        let reply = ContentBlock::reply_text(&completion.content);
+        let calls = tool_calls(&completion.content);
+        let call_seqs = self.commit_reply(turn, step, &route, completion, &calls)?;
+        let mut results = Vec::new();
+        for ((id, name, arguments), seq) in calls.iter().zip(call_seqs) {
+            let output = self.run_tool(name, arguments);
+            results.push((id.clone(), seq, output));
+        }
+        let ends_turn = calls.is_empty() || step == TURN_STEPS_MAX;
+        self.commit_results((turn, step), results, ends_turn)?;
+        Ok(StepOutcome { reply, ends_turn })
+    }
+
+    /// The step's prompt, runtime contexts and tools from the registry.
+    fn assemble(&self) -> Result<Admitted, AgentError> {
+        let assembly = self
+            .registry
+            .assemble(&AssemblyContext::agent("main"))
+            .map_err(|e| AgentError::Assembly(e.to_string()))?;
+        let rendered = assembly
+            .render_prompt()
+            .map_err(|e| AgentError::Assembly(e.to_string()))?;
+        let contexts = assembly
+            .render_contexts()
+            .map_err(|e| AgentError::Assembly(e.to_string()))?;
+        Ok(Admitted {
+            rendered,
+            contexts,
+            tools: assembly.tools,
+        })
+    }
+
+    /// Commits the step's opening batch: the switch notices and the step's context and user
+    /// messages around the prompt side (`PromptLoop::run_step`).
+    fn commit_step(
+        &mut self,
+        (turn, step): (u64, u64),
+        route: &PreparedCall,
+        admitted: &Admitted,
+        users: &mut Vec<Message>,
+    ) -> Result<(), AgentError> {
+        let notices = with_fold(self.store, &self.session, |fold| {
+            switch_notices(fold, &self.session, route, &admitted.tools, (turn, step))
+        })?;
+        let (admitted_users, after) = self.step_context(notices, users, (turn, step));
+        let input = StepInput {
+            turn,
+            step,
+            time: now_ms(),
+            new_turn: step == 1,
+            rendered: &admitted.rendered,
+            runtime: (!admitted.contexts.is_empty()).then(|| admitted.contexts.clone()),
+            users: admitted_users,
+            call: route,
+            config: call_config(route),
+            tools: &admitted.tools,
+            declared_series: false,
+        };
+        self.prompt.run_step(self.store, input)?;
+        self.settle_context(after);
+        self.last_turn = turn;
+        Ok(())
+    }
+
+    /// Commits the tools' results, the step's end and, when the turn ends, its end.
+    fn commit_results(
+        &self,
+        (turn, step): (u64, u64),
+        results: Vec<(String, u64, super::tools::ToolOutput)>,
+        ends_turn: bool,
+    ) -> Result<u64, AgentError> {
+        self.append(|next| {
+            let time = now_ms();
+            let mut events = Vec::new();
+            for (id, seq, output) in &results {
+                let at = next + events.len() as u64;
+                let answer = ToolAnswer {
+                    call_id: id,
+                    text: &output.text,
+                    is_error: output.is_error,
+                    error: None,
+                };
+                let message_id = format!("tool-result-{id}-{at}");
+                events.push(tool_result(
+                    (at, time),
+                    (turn, step),
+                    message_id,
+                    answer,
+                    Some(vec![*seq]),
+                ));
+            }
+            let at = next + events.len() as u64;
+            events.push(step_end(at, time, (turn, step)));
+            if ends_turn {
+                events.push(turn_end(at + 1, time, turn, "completed"));
+            }
+            events
         })
     }
 
@@ -725,20 +702,7 @@ impl<'a> Agent<'a> {
                 &failure,
                 cancel,
             )? {
-                let input = StepInput {
-                    turn,
-                    step,
-                    time: now_ms(),
-                    new_turn: false,
-                    rendered: &admitted.rendered,
-                    runtime: (!admitted.contexts.is_empty()).then(|| admitted.contexts.clone()),
-                    users: Vec::new(),
-                    call: route,
-                    config: call_config(route),
-                    tools: &admitted.tools,
-                    declared_series: false,
-                };
-                self.prompt.readmit(self.store, input)?;
+                self.readmit((turn, step), route, admitted)?;
                 continue;
             }
             if failure.is_aborted() {
@@ -753,27 +717,64 @@ impl<'a> Agent<'a> {
                 });
             }
             retry += 1;
-            let delay = self.retry.delay_ms(retry);
-            let retry_id = format!("retry-{turn}-{step}-{retry}");
-            let scheduled = json!({
-                "retryId": retry_id, "turn": turn, "step": step, "provider": route.provider,
-                "mode": "normal", "policyKey": "llm", "retry": retry,
-                "maxRetries": self.retry.max_retries, "delayMs": delay,
-                "failure": failure.to_json(),
-            });
-            self.append(|next| vec![Event::other(next, now_ms(), EventType::LlmRetry, scheduled)])?;
-            std::thread::sleep(Duration::from_millis(delay));
-            let started =
-                json!({ "retryId": retry_id, "turn": turn, "step": step, "retry": retry });
-            self.append(|next| {
-                vec![Event::other(
-                    next,
-                    now_ms(),
-                    EventType::LlmRetryStarted,
-                    started,
-                )]
-            })?;
+            self.retry_after((turn, step), route, retry, &failure)?;
         }
+    }
+
+    /// After a recovery compaction replaced part of the surface, admits the step's kept
+    /// assembly again (no `step/start`, no user message).
+    fn readmit(
+        &mut self,
+        (turn, step): (u64, u64),
+        route: &PreparedCall,
+        admitted: &Admitted,
+    ) -> Result<(), AgentError> {
+        let input = StepInput {
+            turn,
+            step,
+            time: now_ms(),
+            new_turn: false,
+            rendered: &admitted.rendered,
+            runtime: (!admitted.contexts.is_empty()).then(|| admitted.contexts.clone()),
+            users: Vec::new(),
+            call: route,
+            config: call_config(route),
+            tools: &admitted.tools,
+            declared_series: false,
+        };
+        self.prompt.readmit(self.store, input)?;
+        Ok(())
+    }
+
+    /// Logs retry `retry` of the step's call (`llm/retry`), waits its delay, and logs that it
+    /// starts (`llm/retry-started`).
+    fn retry_after(
+        &self,
+        (turn, step): (u64, u64),
+        route: &PreparedCall,
+        retry: u32,
+        failure: &CallFailure,
+    ) -> Result<(), AgentError> {
+        let delay = self.retry.delay_ms(retry);
+        let retry_id = format!("retry-{turn}-{step}-{retry}");
+        let scheduled = json!({
+            "retryId": retry_id, "turn": turn, "step": step, "provider": route.provider,
+            "mode": "normal", "policyKey": "llm", "retry": retry,
+            "maxRetries": self.retry.max_retries, "delayMs": delay,
+            "failure": failure.to_json(),
+        });
+        self.append(|next| vec![Event::other(next, now_ms(), EventType::LlmRetry, scheduled)])?;
+        std::thread::sleep(Duration::from_millis(delay));
+        let started = json!({ "retryId": retry_id, "turn": turn, "step": step, "retry": retry });
+        self.append(|next| {
+            vec![Event::other(
+                next,
+                now_ms(),
+                EventType::LlmRetryStarted,
+                started,
+            )]
+        })?;
+        Ok(())
     }
 
     /// Commits a failed call as `assistant/attempt`: no partial content.
@@ -996,13 +997,4 @@ fn switch_notices(
         }
     }
     out
-}
-
-fn turn_end(seq: u64, time: i64, turn: u64, kind: &str) -> Event {
-    let data = TurnEnd {
-        turn,
-        reason: json!({ "kind": kind }),
-        extra: Extra::new(),
-    };
-    Event::new(seq, time, EventData::TurnEnd(Box::new(data)))
 }
