@@ -18,6 +18,7 @@ use crate::embedded::{
     admit_expected, check_new_header, AppendAck, AppendRequest, Head, StoreError, BATCH_EVENTS_MAX,
 };
 use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
+use crate::types::{check_import_resume, FoundImport};
 
 /// A session log store in memory.
 #[derive(Debug, Default)]
@@ -267,17 +268,12 @@ impl LogStore for MemStore {
             Err(other) => return Err(other),
         }
         self.with_session(&header.id, Writer::Import, |state| {
-            if !state.importing {
-                return Err(StoreError::SessionExists {
-                    session: header.id.clone(),
-                });
-            }
-            if state.info.header != *header || state.info.snapshot != snapshot {
-                return Err(StoreError::ImportMismatch {
-                    session: header.id.clone(),
-                    reason: "its header or snapshot mode differs from the log's".into(),
-                });
-            }
+            let found = FoundImport {
+                header: &state.info.header,
+                snapshot: state.info.snapshot,
+                importing: state.importing,
+            };
+            check_import_resume(found, header, snapshot)?;
             Ok(head(state))
         })
     }

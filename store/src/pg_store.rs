@@ -36,6 +36,7 @@ use crate::embedded::{
 };
 use crate::location::redact_url;
 use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
+use crate::types::{check_import_resume, FoundImport};
 
 /// The schema migrations, in order: `(version, name, SQL)`.
 pub const SCHEMA_MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -739,25 +740,12 @@ impl LogStore for PgStore {
         }
         let mut client = self.client();
         let (info, importing) = self.read_record(&mut client, &header.id)?;
-        if !importing {
-            return Err(StoreError::SessionExists {
-                session: header.id.clone(),
-            });
-        }
-        let mismatch = |reason: &str| StoreError::ImportMismatch {
-            session: header.id.clone(),
-            reason: reason.to_owned(),
+        let found = FoundImport {
+            header: &info.header,
+            snapshot: info.snapshot,
+            importing,
         };
-        if info.header != *header {
-            return Err(mismatch("its header differs from the log's"));
-        }
-        if info.snapshot != snapshot {
-            return Err(mismatch(if info.snapshot {
-                "it was imported as a normalized recording and the log is read as a plain one"
-            } else {
-                "it was imported as a plain log and the log is read as a normalized recording"
-            }));
-        }
+        check_import_resume(found, header, snapshot)?;
         head_of(self, &mut client, &header.id)
     }
 

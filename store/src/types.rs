@@ -342,3 +342,43 @@ impl SessionReport {
         self.faults.is_empty()
     }
 }
+
+/// The session an import finds when it begins, as its backend holds it.
+#[derive(Debug, Clone, Copy)]
+pub struct FoundImport<'a> {
+    pub header: &'a SessionHeader,
+    pub snapshot: bool,
+    /// The importing flag is still set.
+    pub importing: bool,
+}
+
+/// Whether an import of a log with `header` (read as a normalized recording when `snapshot`)
+/// may resume the session it `found`, on every backend: the session must still be an
+/// unfinished import (else `SessionExists`: another import finished it) of the same header in
+/// the same snapshot mode (else `ImportMismatch`, nothing changed).
+pub fn check_import_resume(
+    found: FoundImport<'_>,
+    header: &SessionHeader,
+    snapshot: bool,
+) -> Result<(), StoreError> {
+    let mismatch = |reason: &str| StoreError::ImportMismatch {
+        session: header.id.clone(),
+        reason: reason.to_owned(),
+    };
+    if !found.importing {
+        return Err(StoreError::SessionExists {
+            session: header.id.clone(),
+        });
+    }
+    if found.header != header {
+        return Err(mismatch("its header differs from the log's"));
+    }
+    if found.snapshot != snapshot {
+        return Err(mismatch(if found.snapshot {
+            "it was imported as a normalized recording and the log is read as a plain one"
+        } else {
+            "it was imported as a plain log and the log is read as a normalized recording"
+        }));
+    }
+    Ok(())
+}

@@ -13,6 +13,7 @@ use sessionlog_format::SessionHeader;
 use super::tables::{self, SESSIONS};
 use super::{lock, AppendAck, AppendRequest, Creation, Store, StoreError, Writer};
 use crate::types::Head;
+use crate::types::{check_import_resume, FoundImport};
 
 impl Store {
     /// Begins the import of a log with `header`, or resumes the one an earlier run left
@@ -38,26 +39,12 @@ impl Store {
         }
         let state = self.import_state(&header.id)?;
         let state = lock(&state);
-        let mismatch = |reason: &str| StoreError::ImportMismatch {
-            session: header.id.clone(),
-            reason: reason.to_owned(),
+        let found = FoundImport {
+            header: &state.header,
+            snapshot: state.snapshot,
+            importing: state.importing,
         };
-        if !state.importing {
-            // Another import of this store finished it since the creation was refused.
-            return Err(StoreError::SessionExists {
-                session: header.id.clone(),
-            });
-        }
-        if state.header != *header {
-            return Err(mismatch("its header differs from the log's"));
-        }
-        if state.snapshot != snapshot {
-            return Err(mismatch(if state.snapshot {
-                "it was imported as a normalized recording and the log is read as a plain one"
-            } else {
-                "it was imported as a plain log and the log is read as a normalized recording"
-            }));
-        }
+        check_import_resume(found, header, snapshot)?;
         Ok(state.head())
     }
 
