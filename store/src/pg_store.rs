@@ -10,7 +10,7 @@
 //! locks or LISTEN/NOTIFY: tails poll heads (`log_service::TAIL_POLL_INTERVAL`).
 //!
 //! The schema is versioned (`sessionlog_schema`); the migrations are the SQL files under
-//! `migrations/sql/`, applied in order at connect. Fold checkpoints live in a side table and
+//! `store/sql/`, applied in order at a writing connect. Fold checkpoints live in a side table and
 //! are written in the batch's transaction, every [`CHECKPOINT_INTERVAL_EVENTS`].
 //!
 //! Why the synchronous `postgres` crate: the trait is synchronous (STYLE.md rule 37), and
@@ -509,12 +509,16 @@ impl PgStore {
         {
             let mut warm = lock(&state);
             if warm.importing && writer == Writer::Client {
-                *warm = load_session(self, client, session)?;
-                if warm.importing {
+                // One row tells whether another process finished the import; only then is
+                // the session loaded again (a reader polling an interrupted import pays a
+                // query, not a whole load, each time it is refused).
+                let (_, importing) = self.read_record(client, session)?;
+                if importing {
                     return Err(StoreError::ImportInterrupted {
                         session: session.to_owned(),
                     });
                 }
+                *warm = load_session(self, client, session)?;
             }
         }
         Ok(state)
