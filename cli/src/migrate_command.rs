@@ -1,4 +1,5 @@
-//! `migrate`: V3 successors for dsh logs, files or whole session roots.
+//! `migrate`: V3 or V4 successors for dsh logs, files or whole session roots, and for stored
+//! sessions (`--db`: a new session of the same store).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,10 +8,12 @@ use clap::Args;
 use serde_json::json;
 
 use sessionlog_engine::migrate::{migrate_file_observed, FileOutcome, MigrateOptions, Outcome};
+use sessionlog_engine::migrate_stored::{default_target_id, migrate_stored, SessionOutcome};
 use sessionlog_engine::walk::walk_all;
 
 use crate::commands::{Global, InputArgs};
 use crate::output::{note_skipped, print_json, progress, skipped_json, EXIT_FAULT, EXIT_OK};
+use crate::store_commands::DbArgs;
 
 #[derive(Debug, Args)]
 pub(crate) struct MigrateArgs {
@@ -26,10 +29,18 @@ pub(crate) struct MigrateArgs {
     #[arg(long)]
     no_verify: bool,
     /// Write successors under DIR (created if missing) instead of beside their sources.
-    #[arg(short = 'o', long = "output")]
+    #[arg(short = 'o', long = "output", conflicts_with = "db")]
     out_dir: Option<PathBuf>,
+    /// Migrate stored sessions instead of files: the arguments are session ids of this store
+    /// (a redb file or a postgres:// URL; $SESSIONLOG_DB is not read here), and each successor
+    /// is a new session of the same store, `ID.v<N>` unless `--as` names it.
+    #[arg(long)]
+    db: Option<String>,
+    /// The successor's session id (`--db`, one session only).
+    #[arg(long = "as", value_name = "ID", requires = "db")]
+    target_id: Option<String>,
     /// Session log files, or directories to walk for session[.vN].jsonl[.zstd] (links inside
-    /// a walk are not followed; each is reported).
+    /// a walk are not followed; each is reported); with `--db`, session ids.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }
@@ -42,6 +53,9 @@ pub(crate) fn migrate(global: Global, args: MigrateArgs) -> anyhow::Result<ExitC
         skip_proof: args.no_verify,
         to: sessionlog_format::FormatVersion::from_number(args.to),
     };
+    if let Some(db) = &args.db {
+        return migrate_stored_sessions(global, &args, db, &options);
+    }
     let walk = walk_all(&args.paths)?;
     note_skipped(&walk, global.quiet);
     let files = &walk.files;
@@ -123,6 +137,129 @@ pub(crate) fn print_table(outcomes: &[FileOutcome], dry_run: bool) {
             Outcome::Refused { reason, .. } => format!("refused ({from}): {reason}"),
         };
         println!("{}: {what}", outcome.source.display());
+    }
+    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(&o.outcome)).count();
+    println!(
+        "{} converted, {} already current, {} refused",
+        count(|o| matches!(o, Outcome::Converted { .. })),
+        count(|o| matches!(o, Outcome::Current)),
+        count(|o| matches!(o, Outcome::Refused { .. })),
+    );
+}
+
+/// `migrate --db DB SESSION... --to N`: each session's successor as a new session of the same
+/// store.
+fn migrate_stored_sessions(
+    global: Global,
+    args: &MigrateArgs,
+    db: &str,
+    options: &MigrateOptions,
+) -> anyhow::Result<ExitCode> {
+    if args.target_id.is_some() && args.paths.len() != 1 {
+        anyhow::bail!("--as names one successor: give exactly one session");
+    }
+    let store = if args.dry_run {
+        DbArgs {
+            db: Some(db.to_owned()),
+        }
+        .open_read_only()?
+    } else {
+        DbArgs {
+            db: Some(db.to_owned()),
+        }
+        .open()?
+    };
+    let bar = progress(
+        args.paths.len() as u64,
+        global.quiet || global.json,
+        "migrating",
+    );
+    let mut outcomes = Vec::with_capacity(args.paths.len());
+    let mut failed = false;
+    for path in &args.paths {
+        let session = path.to_string_lossy().into_owned();
+        let target = args
+            .target_id
+            .clone()
+            .unwrap_or_else(|| default_target_id(&session, options.target()));
+        let observed = migrate_stored(&*store, &session, &target, options, &mut |events| {
+            bar.set_message(format!("migrating {session}: {events} events"))
+        });
+        bar.set_message("migrating");
+        match observed {
+            Ok(outcome) => {
+                if let Outcome::Refused { reason, .. } = &outcome.outcome {
+                    failed = true;
+                    bar.suspend(|| eprintln!("{reason}"));
+                }
+                outcomes.push(outcome);
+            }
+            Err(error) => {
+                failed = true;
+                bar.suspend(|| eprintln!("{session}: {error:#}"));
+                outcomes.push(SessionOutcome {
+                    session: session.clone(),
+                    target: None,
+                    from: 0,
+                    to: options.target().number(),
+                    outcome: Outcome::Refused {
+                        line: None,
+                        reason: format!("{error:#}"),
+                    },
+                });
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if global.json {
+        let sessions: Vec<_> = outcomes.iter().map(session_outcome_json).collect();
+        print_json(&json!({ "sessions": sessions, "dryRun": args.dry_run }))?;
+    } else if !global.quiet {
+        print_session_table(&outcomes, args.dry_run);
+    }
+    Ok(ExitCode::from(if failed { EXIT_FAULT } else { EXIT_OK }))
+}
+
+fn session_outcome_json(outcome: &SessionOutcome) -> serde_json::Value {
+    let (name, reason, proved) = match &outcome.outcome {
+        Outcome::Converted { requests_proved } => ("converted", None, *requests_proved),
+        Outcome::Current => ("current", None, None),
+        Outcome::Refused { reason, .. } => ("refused", Some(reason.clone()), None),
+    };
+    json!({
+        "session": outcome.session,
+        "target": outcome.target,
+        "from": outcome.from,
+        "to": outcome.to,
+        "outcome": name,
+        "reason": reason,
+        "requestsProved": proved,
+    })
+}
+
+fn print_session_table(outcomes: &[SessionOutcome], dry_run: bool) {
+    for outcome in outcomes {
+        let target = outcome.target.clone().unwrap_or_default();
+        let from = outcome.from;
+        let what = match &outcome.outcome {
+            Outcome::Converted { requests_proved } => {
+                let verb = if dry_run {
+                    "would convert"
+                } else {
+                    "converted"
+                };
+                let proof = match requests_proved {
+                    Some(n) => format!("{n} requests proved"),
+                    None => "not proved: --no-verify".to_owned(),
+                };
+                format!("{verb} v{from} -> v{} ({proof}) as {target}", outcome.to)
+            }
+            Outcome::Current if target.is_empty() => format!("current (v{from})"),
+            Outcome::Current => format!("current (v{from}): {target} exists"),
+            Outcome::Refused { reason, .. } => format!("refused (v{from}): {reason}"),
+        };
+        println!("{}: {what}", outcome.session);
     }
     let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(&o.outcome)).count();
     println!(

@@ -105,14 +105,15 @@ pub fn write_root(
 }
 
 /// The file the store imports of each session directory under `root` after migration: the
-/// `session.v3.jsonl[.zstd]` beside each V0 to V3 source. A V4 session is read and audited in
-/// place but not imported: the store keeps V3 sessions until it records each session's
-/// version (issue #22 item 4).
+/// `session.v3.jsonl[.zstd]` beside each V0 to V3 source, and a V4 source itself (the store
+/// keeps each session in its own version, V3 or V4).
 pub fn current_files(files: &[PathBuf]) -> Vec<PathBuf> {
     files
         .iter()
-        .filter(|file| !file.to_string_lossy().contains(".v4.jsonl"))
         .map(|file| {
+            if file.to_string_lossy().contains(".v4.jsonl") {
+                return file.clone();
+            }
             let compressed = file.extension().is_some_and(|e| e == "zstd");
             file.with_file_name(FormatVersion::V3.file_name(compressed))
         })
@@ -269,11 +270,8 @@ mod tests {
         assert!(current[0].ends_with("demo-v0-chunks/session.v3.jsonl"));
         assert!(current[1].ends_with("demo-v2-zstd/session.v3.jsonl.zstd"));
         assert_eq!(current[3], files[3]);
-        assert_eq!(
-            current.len(),
-            files.len() - 1,
-            "the V4 session is not imported"
-        );
+        assert_eq!(current.len(), files.len(), "every session is imported");
+        assert_eq!(current[5], files[5], "the V4 session is imported as it is");
     }
 
     // Goal: the main job runs end to end as a library call: every step is told, the store
@@ -297,11 +295,18 @@ mod tests {
         .unwrap();
         assert!(report.ok());
         assert_eq!(report.files.len(), PLAN.len());
-        // The store keeps V3 sessions: the V4 one is checked and audited, not imported.
-        let stored = current_files(&report.files).len();
-        assert!(stored < PLAN.len());
-        assert_eq!(report.imported.len(), stored);
-        assert_eq!(report.verified.len(), stored);
+        // Every session is stored, the V4 one in its own version.
+        assert_eq!(report.imported.len(), PLAN.len());
+        assert_eq!(report.verified.len(), PLAN.len());
+        let v4 = report
+            .files
+            .iter()
+            .position(|file| file.to_string_lossy().contains(".v4.jsonl"))
+            .expect("the plan holds a V4 session");
+        use crate::log_store::LogStore as _;
+        let store = crate::store::Store::open_read_only(&report.store).unwrap();
+        let info = store.session_info(&report.imported[v4].session).unwrap();
+        assert_eq!(info.version(), FormatVersion::V4);
         assert!(!report.requests.requests.is_empty());
         assert_eq!(steps.iter().filter(|s| **s == "wrote").count(), PLAN.len());
         assert_eq!(steps.last(), Some(&"audited"));

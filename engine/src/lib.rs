@@ -47,6 +47,6 @@ pub use sessionlog_projections::{meter, requests, show, sources, wire};
 pub use sessionlog_store::embedded as store;
 /// The store crate's modules, under the paths the operations and the CLI have always used.
 pub use sessionlog_store::{
-    cat, check, error, files, generate, log_service, log_store, mem_store, migrate, open, pg_store,
-    publish, replay, salvage, seal, stdin, transfer, walk,
+    cat, check, error, files, generate, log_service, log_store, mem_store, migrate, migrate_stored,
+    open, pg_store, publish, replay, salvage, seal, stdin, transfer, walk,
 };

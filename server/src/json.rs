@@ -41,15 +41,21 @@ pub(crate) fn ack(ack: &AppendAck) -> Value {
     })
 }
 
-/// One event as a canonical V3 row (the `cat` form).
-pub(crate) fn event_row(event: &Event) -> String {
+/// One event as a canonical row of its session's version (the `cat` form).
+pub(crate) fn event_row(event: &Event, version: FormatVersion) -> String {
     let mut out = Vec::new();
-    sessionlog_format::row::encode_row(event, FormatVersion::V3, &mut out);
+    sessionlog_format::row::encode_row(event, version, &mut out);
     String::from_utf8(out).expect("JSON is UTF-8")
 }
 
 /// `{"session","fromSeq","nextSeq","events":[row...]}`, rows written as they are encoded.
-pub(crate) fn events(session: &str, from_seq: u64, next_seq: u64, events: &[Event]) -> String {
+pub(crate) fn events(
+    session: &str,
+    version: FormatVersion,
+    from_seq: u64,
+    next_seq: u64,
+    events: &[Event],
+) -> String {
     let mut out = format!(
         "{{\"session\":{},\"fromSeq\":{from_seq},\"nextSeq\":{next_seq},\"events\":[",
         Value::from(session)
@@ -58,7 +64,7 @@ pub(crate) fn events(session: &str, from_seq: u64, next_seq: u64, events: &[Even
         if event_idx > 0 {
             out.push(',');
         }
-        out.push_str(&event_row(event));
+        out.push_str(&event_row(event, version));
     }
     out.push_str("]}");
     out

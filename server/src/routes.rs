@@ -169,19 +169,20 @@ fn check_decoded_size(body: &AppendBody<'_>, decoded_max: u64) -> Result<(), Box
     )))
 }
 
-/// Decodes the batch's rows as V3 events; a row that breaks an envelope rule is refused with
-/// its seq and rule, as the store refuses an event.
-fn decode_batch(session: &str, body: &AppendBody<'_>) -> Result<Vec<Event>, StoreError> {
+/// Decodes the batch's rows as events of the session's version (`ctx`, from its record); a
+/// row that breaks an envelope rule is refused with its seq and rule, as the store refuses an
+/// event.
+fn decode_batch(
+    session: &str,
+    ctx: RowContext,
+    body: &AppendBody<'_>,
+) -> Result<Vec<Event>, StoreError> {
     if body.events.len() > BATCH_EVENTS_MAX {
         return Err(StoreError::BatchTooLarge {
             session: session.to_owned(),
             n_events: body.events.len(),
         });
     }
-    let ctx = RowContext {
-        version: FormatVersion::V3,
-        snapshot: false,
-    };
     let mut events = Vec::with_capacity(body.events.len());
     for (expected_seq, row) in (body.expected_next_seq..).zip(&body.events) {
         let rejected = |violation| StoreError::Rejected {
@@ -192,7 +193,7 @@ fn decode_batch(session: &str, body: &AppendBody<'_>) -> Result<Vec<Event>, Stor
         match decode_row(row.get().as_bytes(), ctx, expected_seq).map_err(rejected)? {
             Decoded::One(event) => events.push(*event),
             Decoded::Packed(_) => {
-                let message = "a packed chunk row is not a V3 event";
+                let message = "a packed chunk row is not an event of a stored session";
                 return Err(rejected(Violation::new(Rule::Envelope, message)));
             }
         }
@@ -227,7 +228,18 @@ async fn append(
             return *refused;
         }
     }
-    let events = match decode_batch(&session, &parsed) {
+    let ctx = if parsed.events.len() <= BATCH_EVENTS_MAX {
+        match session_context(&state, &session).await {
+            Ok(ctx) => ctx,
+            Err(error) => return store_failure(&error),
+        }
+    } else {
+        RowContext {
+            version: FormatVersion::V3,
+            snapshot: false,
+        }
+    };
+    let events = match decode_batch(&session, ctx, &parsed) {
         Ok(events) => events,
         Err(error) => return store_failure(&error),
     };
@@ -248,6 +260,19 @@ async fn append(
         }
         Err(error) => store_failure(&error),
     }
+}
+
+/// The rules a session's rows are read by: its version and snapshot flag, from its record.
+async fn session_context(state: &AppState, session: &str) -> Result<RowContext, StoreError> {
+    let id = session.to_owned();
+    let info = state
+        .service
+        .run(move |store| store.session_info(&id))
+        .await?;
+    Ok(RowContext {
+        version: info.version(),
+        snapshot: info.snapshot,
+    })
 }
 
 #[derive(Deserialize)]
@@ -271,13 +296,20 @@ async fn read(
     let id = session.clone();
     let read = state
         .service
-        .run(move |store| Ok((store.head(&id)?, store.read_range(&id, from_seq, to_seq)?)))
+        .run(move |store| {
+            let version = store.session_info(&id)?.version();
+            Ok((
+                version,
+                store.head(&id)?,
+                store.read_range(&id, from_seq, to_seq)?,
+            ))
+        })
         .await;
     match read {
-        Ok((head, events)) => (
+        Ok((version, head, events)) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],
-            json::events(&session, from_seq, head.next_seq, &events),
+            json::events(&session, version, from_seq, head.next_seq, &events),
         )
             .into_response(),
         Err(error) => store_failure(&error),
@@ -318,8 +350,12 @@ async fn tail(
         Ok(slot) => slot,
         Err(refused) => return *refused,
     };
+    let version = match session_context(&state, &session).await {
+        Ok(ctx) => ctx.version,
+        Err(error) => return store_failure(&error),
+    };
     match state.service.tail(&session, from_seq).await {
-        Ok(tail) => Sse::new(tail_stream(tail, slot))
+        Ok(tail) => Sse::new(tail_stream(tail, version, slot))
             .keep_alive(KeepAlive::default())
             .into_response(),
         Err(error) => store_failure(&error),
@@ -330,16 +366,17 @@ async fn tail(
 /// connection drops the stream.
 fn tail_stream(
     tail: sessionlog_engine::log_service::Tail,
+    version: FormatVersion,
     slot: super::tails::TailSlot,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    futures_util::stream::unfold(Some((tail, slot)), |tail| async move {
+    futures_util::stream::unfold(Some((tail, slot)), move |tail| async move {
         let (mut tail, slot) = tail?;
         match tail.next().await? {
             Ok(event) => {
                 let sse = SseEvent::default()
                     .event("event")
                     .id(event.seq.to_string())
-                    .data(json::event_row(&event));
+                    .data(json::event_row(&event, version));
                 Some((Ok(sse), Some((tail, slot))))
             }
             Err(error) => {

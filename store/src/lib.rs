@@ -57,6 +57,7 @@ pub mod log_service;
 pub mod log_store;
 pub mod mem_store;
 pub mod migrate;
+pub mod migrate_stored;
 pub mod open;
 #[cfg(feature = "postgres")]
 pub mod pg_store;

@@ -24,7 +24,7 @@ use crate::types::{AppendAck, AppendRequest, DamagedFrame, Head, SessionReport, 
 /// Events one range read returns at most, for callers that walk a whole session.
 pub const READ_EVENTS_MAX: u64 = 4096;
 
-/// A session's identity: its V3 header and whether it is a normalized recording.
+/// A session's identity: its header (V3 or V4) and whether it is a normalized recording.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionInfo {
     pub header: SessionHeader,
@@ -40,10 +40,16 @@ impl SessionInfo {
         fold
     }
 
-    /// The rules the session's events follow.
+    /// The session's format version, V3 or V4: its header's (a backend refuses a stored
+    /// header of any other version as corrupt before it builds a `SessionInfo`).
+    pub fn version(&self) -> FormatVersion {
+        crate::types::stored_version(&self.header).unwrap_or(FormatVersion::V3)
+    }
+
+    /// The rules the session's events follow: those of its version.
     pub fn context(&self) -> RuleContext {
         RuleContext {
-            version: FormatVersion::V3,
+            version: self.version(),
             snapshot: self.snapshot,
         }
     }

@@ -203,53 +203,106 @@ pub fn stream<S: Sink>(
 
 /// [`stream`] towards `to`; a log at or past `to` passes through under its own rules.
 pub fn stream_to<S: Sink>(
-    mut reader: LogReader<LogInput>,
+    reader: LogReader<LogInput>,
     path: &Path,
     to: FormatVersion,
     prove: bool,
     progress: &mut dyn FnMut(u64),
     open: impl FnOnce(&SessionHeader) -> Result<S, Error>,
 ) -> Result<Result<(Summary, S), Refused>, Error> {
+    let header = reader.header().clone();
+    let snapshot = reader.snapshot();
+    let mut source = FileSource {
+        reader,
+        path,
+        lines: LineMemo::default(),
+    };
+    migrate_events(&mut source, header, snapshot, to, prove, progress, open)
+}
+
+/// What the migration reads: a log file, or a stored session (`migrate --db`).
+pub(crate) trait MigrationSource {
+    /// The next event in seq order; `None` at the end.
+    fn next_event(&mut self) -> Option<Result<Event, Error>>;
+    /// Where `refusal` is: the physical line of a file, the `SESSION@SEQ` of a session.
+    fn place(&self, refusal: &Refusal) -> Refused;
+    /// What errors name as the source: the file, or the session's id.
+    fn path(&self) -> &Path;
+}
+
+struct FileSource<'a> {
+    reader: LogReader<LogInput>,
+    path: &'a Path,
+    lines: LineMemo,
+}
+
+impl MigrationSource for FileSource<'_> {
+    fn next_event(&mut self) -> Option<Result<Event, Error>> {
+        let next = self.reader.next_event()?;
+        Some(match next {
+            Ok(event) => {
+                self.lines.note(event.seq, self.reader.line());
+                Ok(event)
+            }
+            Err(source) => Err(Error::Read {
+                path: self.path.to_owned(),
+                source,
+            }),
+        })
+    }
+
+    fn place(&self, refusal: &Refusal) -> Refused {
+        self.lines.place(refusal, self.reader.version())
+    }
+
+    fn path(&self) -> &Path {
+        self.path
+    }
+}
+
+/// The one migration driver: streams `source` (whose header is `header`) through the
+/// migrator into the sink `open` makes once the target header is known, proving it when
+/// `prove`. The outer error is an I/O or read failure; the inner one a refusal.
+pub(crate) fn migrate_events<S: Sink>(
+    source: &mut dyn MigrationSource,
+    header: SessionHeader,
+    snapshot: bool,
+    to: FormatVersion,
+    prove: bool,
+    progress: &mut dyn FnMut(u64),
+    open: impl FnOnce(&SessionHeader) -> Result<S, Error>,
+) -> Result<Result<(Summary, S), Refused>, Error> {
     let options = MigratorOptions {
-        stage: StageOptions {
-            snapshot: reader.snapshot(),
-        },
+        stage: StageOptions { snapshot },
         prove,
         target: to,
     };
-    let (mut migrator, header) =
-        match Migrator::new(&Catalog::released(), reader.header().clone(), options) {
-            Ok(started) => started,
-            Err(MigratorError::Catalog(error)) => {
-                let reason = error.to_string();
-                return Ok(Err(Refused {
-                    line: Some(1),
-                    reason,
-                }));
-            }
-            Err(MigratorError::Refused(refusal)) => {
-                return Ok(Err(Refused {
-                    line: Some(1),
-                    reason: refusal.to_string(),
-                }))
-            }
-        };
+    let (mut migrator, header) = match Migrator::new(&Catalog::released(), header, options) {
+        Ok(started) => started,
+        Err(MigratorError::Catalog(error)) => {
+            let reason = error.to_string();
+            return Ok(Err(Refused {
+                line: Some(1),
+                reason,
+            }));
+        }
+        Err(MigratorError::Refused(refusal)) => {
+            return Ok(Err(Refused {
+                line: Some(1),
+                reason: refusal.to_string(),
+            }))
+        }
+    };
     let mut writer = open(&header)?;
     let mut out = Vec::with_capacity(WRITE_BATCH_EVENTS);
-    let mut lines = LineMemo::default();
     let mut read = 0u64;
-    let write = |writer: &mut S, out: &mut Vec<Event>| writer.take(out, path);
-    while let Some(next) = reader.next_event() {
-        let event = next.map_err(|source| Error::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        lines.note(event.seq, reader.line());
+    while let Some(next) = source.next_event() {
+        let event = next?;
         if let Err(refusal) = migrator.push(event, &mut out) {
-            return Ok(Err(lines.place(&refusal, reader.version())));
+            return Ok(Err(source.place(&refusal)));
         }
         if out.len() >= WRITE_BATCH_EVENTS {
-            write(&mut writer, &mut out)?;
+            writer.take(&mut out, source.path())?;
         }
         read += 1;
         if read.is_multiple_of(PROGRESS_EVENTS) {
@@ -258,9 +311,9 @@ pub fn stream_to<S: Sink>(
     }
     let summary = match migrator.finish(&mut out) {
         Ok(summary) => summary,
-        Err(refusal) => return Ok(Err(lines.place(&refusal, reader.version()))),
+        Err(refusal) => return Ok(Err(source.place(&refusal))),
     };
-    write(&mut writer, &mut out)?;
+    writer.take(&mut out, source.path())?;
     Ok(Ok((summary, writer)))
 }
 

@@ -46,11 +46,18 @@ pub const SCHEMA_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0002_importing",
         include_str!("../sql/0002_importing.sql"),
     ),
+    (
+        3,
+        "0003_format_version",
+        include_str!("../sql/0003_format_version.sql"),
+    ),
 ];
 /// The schema version this build writes; a newer database is refused.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 /// The first schema with the sessions' `importing` column.
 const SCHEMA_IMPORTING: i64 = 2;
+/// The first schema with the sessions' `format_version` column (and so with V4 sessions).
+const SCHEMA_FORMAT_VERSION: i64 = 3;
 /// Connections one store keeps open.
 pub const POOL_CONNECTIONS_MAX: usize = 4;
 /// Rows one INSERT statement carries (3 parameters each, far below the 65535 limit).
@@ -208,6 +215,16 @@ impl PgStore {
             "importing"
         } else {
             "FALSE"
+        }
+    }
+
+    /// The SQL of a session row's format version: its column, or 3 on a schema older than the
+    /// column (which kept V3 sessions only).
+    fn format_version_column(&self) -> &'static str {
+        if self.schema >= SCHEMA_FORMAT_VERSION {
+            "format_version"
+        } else {
+            "3::SMALLINT"
         }
     }
 
@@ -376,12 +393,15 @@ impl PgStore {
         let text = serde_json::to_string(header).map_err(|e| StoreError::InvalidHeader {
             reason: e.to_string(),
         })?;
+        let version =
+            crate::types::stored_version(header).map_or(3, |version| version.number() as i16);
         let inserted = self
             .client()
             .execute(
-                "INSERT INTO sessionlog_sessions (session_id, snapshot, header, importing) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING",
-                &[&header.id, &snapshot, &text, &importing],
+                "INSERT INTO sessionlog_sessions \
+                 (session_id, snapshot, header, importing, format_version) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_id) DO NOTHING",
+                &[&header.id, &snapshot, &text, &importing, &version],
             )
             .map_err(pg_error)?;
         if inserted == 0 {
@@ -430,8 +450,10 @@ impl PgStore {
         let row = client
             .query_opt(
                 &format!(
-                    "SELECT snapshot, header, {} FROM sessionlog_sessions WHERE session_id = $1",
-                    self.importing_column()
+                    "SELECT snapshot, header, {}, {} FROM sessionlog_sessions \
+                     WHERE session_id = $1",
+                    self.importing_column(),
+                    self.format_version_column()
                 ),
                 &[&session],
             )
@@ -448,6 +470,19 @@ impl PgStore {
             return Err(StoreError::Corrupt {
                 reason: format!("session {session} record: names session {}", header.id),
             });
+        }
+        let recorded: i16 = row.try_get(3).map_err(pg_error)?;
+        match crate::types::stored_version(&header) {
+            Some(version) if version.number() == recorded as u64 => {}
+            _ => {
+                return Err(StoreError::Corrupt {
+                    reason: format!(
+                        "session {session} record: its header names format version {:?}, \
+                         its row version {recorded}",
+                        header.version
+                    ),
+                })
+            }
         }
         let info = SessionInfo {
             header,

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::{
-    Compression, Event, FormatVersion, LogWriter, ReadOptions, Recovery, SessionHeader,
-    SnapshotMode, WriterOptions,
+    Compression, Event, LogWriter, ReadOptions, Recovery, SessionHeader, SnapshotMode,
+    WriterOptions,
 };
 
 use crate::embedded::{AppendAck, Head, StoreError};
@@ -53,8 +53,9 @@ pub fn import_file(
         snapshot,
     };
     let mut reader = open_log(path, options)?;
-    if reader.version() != FormatVersion::V3 {
-        // Older versions are migrated in memory first; the source is not touched.
+    if !crate::types::STORED_VERSIONS.contains(&reader.version()) {
+        // Older versions are migrated in memory to V3 first; the source is not touched. A
+        // V3 or V4 log is kept in its own version.
         drop(reader);
         return import_migrated(store, path, snapshot, on_commit);
     }
@@ -120,7 +121,7 @@ fn import_migrated(
 /// the session holds (chaining them from the log's genesis up to the session's head) and
 /// skips them; then it appends the rest in batches of [`IMPORT_BATCH_EVENTS`] and finishes
 /// the import. Nothing is appended before the held events have been matched.
-struct ImportWriter<'a> {
+pub(crate) struct ImportWriter<'a> {
     store: &'a dyn LogStore,
     session: String,
     /// The session's head when the import began: what a rerun must find first in the log.
@@ -135,7 +136,7 @@ struct ImportWriter<'a> {
 }
 
 impl<'a> ImportWriter<'a> {
-    fn begin(
+    pub(crate) fn begin(
         store: &'a dyn LogStore,
         path: &Path,
         header: &SessionHeader,
@@ -215,7 +216,10 @@ impl<'a> ImportWriter<'a> {
 
     /// Appends what is left and finishes the import; a log shorter than what the session
     /// holds is not its log.
-    fn finish(mut self, on_commit: &mut dyn FnMut(&AppendAck)) -> Result<ImportReport, Error> {
+    pub(crate) fn finish(
+        mut self,
+        on_commit: &mut dyn FnMut(&AppendAck),
+    ) -> Result<ImportReport, Error> {
         if self.n_pushed < self.held.next_seq {
             return Err(self.mismatch(format!(
                 "it holds {} events and the log only {}",
@@ -237,9 +241,9 @@ impl<'a> ImportWriter<'a> {
 }
 
 /// Feeds migrated batches to an import.
-struct StoreSink<'a, 'c> {
-    writer: ImportWriter<'a>,
-    on_commit: &'c mut dyn FnMut(&AppendAck),
+pub(crate) struct StoreSink<'a, 'c> {
+    pub(crate) writer: ImportWriter<'a>,
+    pub(crate) on_commit: &'c mut dyn FnMut(&AppendAck),
 }
 
 impl crate::migrate::Sink for StoreSink<'_, '_> {
@@ -259,7 +263,8 @@ pub enum ExportTarget {
     Stdout,
 }
 
-/// Exports a session as a canonical V3 log; returns the number of events written.
+/// Exports a session as a canonical log of its own version (V3 or V4); returns the number of
+/// events written.
 pub fn export_session(
     store: &dyn LogStore,
     session: &str,

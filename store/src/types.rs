@@ -105,25 +105,44 @@ pub fn check_session_id(id: &str) -> Result<(), StoreError> {
     })
 }
 
+/// The format versions a store keeps a session in, each session in the version it was created
+/// or imported with (docs/format.md, "Session record").
+pub const STORED_VERSIONS: [FormatVersion; 2] = [FormatVersion::V3, FormatVersion::V4];
+
+/// The format version of a stored session: its header's `version` (3 or 4). `None` for any
+/// other value, which no backend admits and every reader reports as corrupt.
+pub fn stored_version(header: &SessionHeader) -> Option<FormatVersion> {
+    header
+        .version
+        .and_then(FormatVersion::from_number)
+        .filter(|version| STORED_VERSIONS.contains(version))
+}
+
+/// What every backend checks of a new session's header before it creates the session: an
+/// id that can name a stored session, a version the store keeps (V3 or V4), and that
+/// version's header rules.
+pub fn check_new_header(header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
+    check_session_id(&header.id)?;
+    let Some(version) = stored_version(header) else {
+        let found = header
+            .version
+            .map_or_else(|| "no version".to_owned(), |n| format!("version {n}"));
+        return Err(StoreError::InvalidHeader {
+            reason: format!(
+                "the store keeps V3 and V4 sessions, the header names {found} \
+                 (import or migrate an older log to V3 or V4 first)"
+            ),
+        });
+    };
+    header
+        .check(version, snapshot)
+        .map_err(|reason| StoreError::InvalidHeader { reason })
+}
+
 /// Admits `events` into `fold` as the batch that must start at `expected_next_seq`: the
 /// optimistic-concurrency check and every admission rule, shared by all backends. A stale
 /// expected seq is `Conflict` naming the current one; a refused event is `Rejected` naming its
 /// seq and rule. Either way the fold is unchanged (`admit_batch` is atomic).
-/// What every backend checks of a new session's header before it creates the session: an
-/// id that can name a stored session, the V3 header rules, and V3 itself.
-pub fn check_new_header(header: &SessionHeader, snapshot: bool) -> Result<(), StoreError> {
-    check_session_id(&header.id)?;
-    header
-        .check(FormatVersion::V3, snapshot)
-        .map_err(|reason| StoreError::InvalidHeader { reason })?;
-    if header.version != Some(3) {
-        return Err(StoreError::InvalidHeader {
-            reason: "the store keeps V3 sessions".into(),
-        });
-    }
-    Ok(())
-}
-
 pub fn admit_expected(
     fold: &mut SessionFold,
     session: &str,

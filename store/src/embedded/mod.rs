@@ -32,8 +32,8 @@ use sessionlog_format::{Event, SessionHeader};
 use self::blocks::BLOCKS;
 use self::sealer::{Hint, Sealer};
 use self::session::SessionState;
-pub use self::tables::STORE_FORMAT_VERSION;
 use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
+pub use self::tables::{STORE_FORMAT_VERSION, STORE_VERSION_BLOCKS, STORE_VERSION_V4_SESSIONS};
 pub use self::wal::{wal_path, WalFile};
 pub use crate::types::DamagedFrame;
 pub use crate::types::Head;
@@ -414,6 +414,7 @@ impl Store {
             .map_err(StoreError::storage)?;
         {
             let mut sessions = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
+            let mut meta = txn.open_table(META).map_err(StoreError::storage)?;
             let mut events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
             let blocks = txn.open_table(BLOCKS).map_err(StoreError::storage)?;
             // Replayed records come in seq order, so a WAL whose records were sealed before a
@@ -428,7 +429,9 @@ impl Store {
             let mut sealed = None;
             for entry in entries {
                 match entry {
-                    WalEntry::Session { record } => replay_session(&mut sessions, record)?,
+                    WalEntry::Session { record } => {
+                        replay_session(&mut sessions, &mut meta, record)?
+                    }
                     WalEntry::Event { key, seq, record } => {
                         let reader = match &mut sealed {
                             Some((k, reader)) if *k == *key => reader,
@@ -512,14 +515,19 @@ impl Store {
                 .map_err(StoreError::storage)?
                 .map(|v| v.value().to_vec());
             // A version 1 store is a valid version 2 store without blocks: its meta record
-            // is rewritten so that older builds, which do not read blocks, refuse it.
-            let current = match existing {
-                Some(bytes) => tables::check_meta(&bytes)? == tables::STORE_FORMAT_VERSION,
-                None => false,
+            // is rewritten so that older builds, which do not read blocks, refuse it. A new
+            // store starts at version 2 too: it moves to 3 with its first V4 session
+            // (`raise_store_version`), so that until then older builds open it unchanged.
+            let found = match existing {
+                Some(bytes) => Some(tables::check_meta(&bytes)?),
+                None => None,
             };
-            if !current {
-                meta.insert(META_KEY, tables::encode_meta().as_slice())
-                    .map_err(StoreError::storage)?;
+            if found.is_none_or(|version| version < tables::STORE_VERSION_BLOCKS) {
+                meta.insert(
+                    META_KEY,
+                    tables::encode_meta(tables::STORE_VERSION_BLOCKS).as_slice(),
+                )
+                .map_err(StoreError::storage)?;
             }
             txn.open_table(SESSIONS).map_err(StoreError::storage)?;
             txn.open_table(EVENTS).map_err(StoreError::storage)?;
@@ -646,6 +654,8 @@ impl Store {
                 .insert(header.id.as_str(), bytes.as_slice())
                 .map_err(StoreError::storage)?;
             frame.push_session(&bytes);
+            let mut meta = txn.open_table(META).map_err(StoreError::storage)?;
+            raise_store_version(&mut meta, &record)?;
         }
         // The transaction is dropped (aborted) if the WAL write fails: redb never sees it.
         wal.append(frame)?;
@@ -1082,6 +1092,11 @@ fn wal_damaged(wal_path: &Path, first: &DamagedFrame) -> StoreError {
 /// version this build reads. A foreign redb file or an empty database is refused.
 fn check_is_store(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_read().map_err(StoreError::storage)?;
+    read_store_version(&txn).map(|_| ())
+}
+
+/// The store version the meta record names, checked.
+pub(crate) fn read_store_version(txn: &redb::ReadTransaction) -> Result<u32, StoreError> {
     let meta = match txn.open_table(META) {
         Ok(meta) => meta,
         Err(redb::TableError::TableDoesNotExist(_)) => {
@@ -1095,7 +1110,25 @@ fn check_is_store(db: &Database) -> Result<(), StoreError> {
         .get(META_KEY)
         .map_err(StoreError::storage)?
         .ok_or_else(|| StoreError::Storage("it has no sessionlog meta record".into()))?;
-    tables::check_meta(bytes.value()).map(|_| ())
+    tables::check_meta(bytes.value())
+}
+
+/// Raises the meta record's store version to what `record`'s session needs (version 3 for a
+/// V4 session), in the transaction that creates or replays the session; never lowers it.
+fn raise_store_version(
+    meta: &mut redb::Table<&str, &[u8]>,
+    record: &tables::SessionRecord,
+) -> Result<(), StoreError> {
+    let needed = tables::store_version_for(session::context_of(record).version);
+    let found = match meta.get(META_KEY).map_err(StoreError::storage)? {
+        Some(bytes) => tables::check_meta(bytes.value())?,
+        None => 0,
+    };
+    if found < needed {
+        meta.insert(META_KEY, tables::encode_meta(needed).as_slice())
+            .map_err(StoreError::storage)?;
+    }
+    Ok(())
 }
 
 /// Replays one logged session creation: an existing record must be identical, or be the
@@ -1103,11 +1136,14 @@ fn check_is_store(db: &Database) -> Result<(), StoreError> {
 /// made durable in redb while the WAL still held the creation): the store is then ahead.
 fn replay_session(
     sessions: &mut redb::Table<&str, &[u8]>,
+    meta: &mut redb::Table<&str, &[u8]>,
     record: &[u8],
 ) -> Result<(), StoreError> {
-    let id = tables::session_record_id(record).map_err(|reason| StoreError::Corrupt {
+    let logged = tables::logged_session_record(record).map_err(|reason| StoreError::Corrupt {
         reason: format!("WAL session record: {reason}"),
     })?;
+    raise_store_version(meta, &logged)?;
+    let id = logged.header.id;
     let finished = tables::with_import_finished(record);
     let same = sessions
         .get(id.as_str())

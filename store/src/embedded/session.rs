@@ -41,10 +41,11 @@ pub(crate) struct SessionState {
     pub(crate) written: bool,
 }
 
-/// The rules a session's events follow.
+/// The rules a session's events follow: those of its version (a decoded record's header names
+/// V3 or V4).
 pub(crate) fn context_of(record: &SessionRecord) -> RuleContext {
     RuleContext {
-        version: FormatVersion::V3,
+        version: crate::types::stored_version(&record.header).unwrap_or(FormatVersion::V3),
         snapshot: record.snapshot,
     }
 }

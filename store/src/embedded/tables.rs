@@ -2,9 +2,10 @@
 
 use redb::TableDefinition;
 use sessionlog_format::record::ChainHash;
-use sessionlog_format::SessionHeader;
+use sessionlog_format::{FormatVersion, SessionHeader};
 
 use crate::embedded::StoreError;
+use crate::types::stored_version;
 
 /// `"store"` -> the store's meta record (magic and versions).
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -19,15 +20,32 @@ pub(crate) const META_KEY: &str = "store";
 
 /// The store's magic, at the start of the meta record.
 pub(crate) const STORE_MAGIC: [u8; 8] = *b"SESSLOG\0";
-/// The version of this store layout (tables and records); readers refuse newer ones.
-pub const STORE_FORMAT_VERSION: u32 = 2;
+/// The newest version of this store layout (tables and records) this build reads and writes;
+/// readers refuse newer ones.
+pub const STORE_FORMAT_VERSION: u32 = STORE_VERSION_V4_SESSIONS;
+/// The store version with sealed blocks: what a store holding only V3 sessions records.
+pub const STORE_VERSION_BLOCKS: u32 = 2;
+/// The first store version whose sessions may be V4 ones. A store records it from its first V4
+/// session on, so that older builds, which would read a V4 session by the V3 rules, refuse the
+/// store instead; a store without V4 sessions stays at [`STORE_VERSION_BLOCKS`] and opens in
+/// them unchanged (docs/format.md, "Meta record").
+pub const STORE_VERSION_V4_SESSIONS: u32 = 3;
 const META_BYTES: usize = 8 + 4 + 4;
 
+/// The store version a session of `version` needs.
+pub(crate) fn store_version_for(version: FormatVersion) -> u32 {
+    if version >= FormatVersion::V4 {
+        STORE_VERSION_V4_SESSIONS
+    } else {
+        STORE_VERSION_BLOCKS
+    }
+}
+
 /// Encodes the meta record: magic, store version, crc32 of the first 12 bytes.
-pub(crate) fn encode_meta() -> Vec<u8> {
+pub(crate) fn encode_meta(version: u32) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(META_BYTES);
     bytes.extend_from_slice(&STORE_MAGIC);
-    bytes.extend_from_slice(&STORE_FORMAT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&version.to_le_bytes());
     let crc = crc32(&bytes);
     bytes.extend_from_slice(&crc.to_le_bytes());
     debug_assert_eq!(bytes.len(), META_BYTES);
@@ -58,7 +76,8 @@ pub(crate) fn check_meta(bytes: &[u8]) -> Result<u32, StoreError> {
     Ok(version)
 }
 
-/// A session's record: its numeric key, its flags and its V3 header line.
+/// A session's record: its numeric key, its flags and its header line, whose `version` (3 or
+/// 4) is the session's format version.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SessionRecord {
     pub(crate) key: u64,
@@ -125,8 +144,8 @@ pub(crate) fn with_import_finished(record: &[u8]) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-/// The session id a session record names (its crc checked), for WAL replay.
-pub(crate) fn session_record_id(bytes: &[u8]) -> Result<String, String> {
+/// The session record a logged creation holds (its crc and header checked), for WAL replay.
+pub(crate) fn logged_session_record(bytes: &[u8]) -> Result<SessionRecord, String> {
     if bytes.len() < SESSION_HEADER_BYTES {
         return Err("too short".to_owned());
     }
@@ -135,8 +154,7 @@ pub(crate) fn session_record_id(bytes: &[u8]) -> Result<String, String> {
     }
     let header: SessionHeader =
         serde_json::from_slice(&bytes[SESSION_HEADER_BYTES..]).map_err(|e| e.to_string())?;
-    decode_session(&header.id, bytes).map_err(|e| e.to_string())?;
-    Ok(header.id)
+    decode_session(&header.id, bytes).map_err(|e| e.to_string())
 }
 
 pub(crate) fn decode_session(id: &str, bytes: &[u8]) -> Result<SessionRecord, StoreError> {
@@ -162,6 +180,12 @@ pub(crate) fn decode_session(id: &str, bytes: &[u8]) -> Result<SessionRecord, St
         .map_err(|e| invalid(e.to_string()))?;
     if header.id != id {
         return Err(invalid(format!("names session {}", header.id)));
+    }
+    if stored_version(&header).is_none() {
+        return Err(invalid(format!(
+            "its header names format version {:?}, not 3 or 4",
+            header.version
+        )));
     }
     Ok(SessionRecord {
         key,
@@ -246,8 +270,54 @@ mod tests {
             let bytes = encode_session(&record);
             assert_eq!(bytes[12], byte);
             assert_eq!(decode_session("a", &bytes).unwrap(), record);
-            assert_eq!(session_record_id(&bytes).unwrap(), "a");
+            assert_eq!(logged_session_record(&bytes).unwrap(), record);
         }
+    }
+
+    // Goal: a session record keeps its session's version (the header's), V3 and V4 alike, and
+    // a record naming any other version is corruption, so no reader folds it by the wrong
+    // rules; a V4 session needs store version 3, a V3 one version 2.
+    #[test]
+    fn session_records_keep_their_version() {
+        for (version, store_version) in [(3, STORE_VERSION_BLOCKS), (4, STORE_VERSION_V4_SESSIONS)]
+        {
+            let mut record = SessionRecord {
+                key: 1,
+                snapshot: false,
+                importing: false,
+                header: header("a"),
+            };
+            record.header.version = Some(version);
+            let decoded = decode_session("a", &encode_session(&record)).unwrap();
+            let found = stored_version(&decoded.header).unwrap();
+            assert_eq!(found.number(), version);
+            assert_eq!(store_version_for(found), store_version);
+        }
+        for version in [None, Some(2), Some(5)] {
+            let mut record = SessionRecord {
+                key: 1,
+                snapshot: false,
+                importing: false,
+                header: header("a"),
+            };
+            record.header.version = version;
+            let error = decode_session("a", &encode_session(&record)).unwrap_err();
+            assert!(error.to_string().contains("not 3 or 4"), "{error}");
+        }
+    }
+
+    // Goal: the meta record names the version it was encoded with, and a newer one than this
+    // build's is refused as an upgrade, not misread.
+    #[test]
+    fn meta_records_name_their_version() {
+        for version in [1, STORE_VERSION_BLOCKS, STORE_VERSION_V4_SESSIONS] {
+            assert_eq!(check_meta(&encode_meta(version)).unwrap(), version);
+        }
+        let newer = check_meta(&encode_meta(STORE_FORMAT_VERSION + 1)).unwrap_err();
+        assert!(
+            matches!(newer, StoreError::UpgradeRequired { .. }),
+            "{newer}"
+        );
     }
 
     // Goal: an unknown flag bit is corruption, not ignored.

@@ -36,8 +36,9 @@ impl Store {
                 .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?;
             let mut reports = Vec::with_capacity(ids.len());
             let mut walked = TableCounts::default();
+            let store_version = super::read_store_version(&txn)?;
             for id in &ids {
-                let (report, counts) = verify_session(&txn, id)?;
+                let (report, counts) = verify_session(&txn, id, store_version)?;
                 reports.push(report);
                 walked.events += counts.events;
                 walked.parts += counts.parts;
@@ -66,6 +67,7 @@ struct TableCounts {
 fn verify_session(
     txn: &ReadTransaction,
     session: &str,
+    store_version: u32,
 ) -> Result<(SessionReport, TableCounts), StoreError> {
     let storage =
         |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
@@ -123,6 +125,18 @@ fn verify_session(
         walk.record(stored_key.value().1, bytes.value());
     }
     let mut report = walk.finish(checkpoint);
+    let version = context_of(&record).version;
+    if store_version < tables::store_version_for(version) {
+        report.faults.push(VerifyFault {
+            seq: None,
+            kind: FaultKind::Session,
+            message: format!(
+                "a {version} session in a store of version {store_version}: older builds would \
+                 read it by the V3 rules (the store's version must be at least {})",
+                tables::store_version_for(version)
+            ),
+        });
+    }
     if record.importing {
         report.faults.push(VerifyFault {
             seq: None,
@@ -203,9 +217,10 @@ fn add_wal_faults(
             });
         }
         for record in &frame.session_records {
-            let Ok(id) = tables::session_record_id(record) else {
+            let Ok(logged) = tables::logged_session_record(record) else {
                 continue;
             };
+            let id = logged.header.id;
             if ids_by_key.values().any(|known| known == &id) || !all_sessions {
                 continue;
             }

@@ -22,4 +22,5 @@ mod service;
 mod snapshot;
 pub mod support;
 mod verify;
+mod versions;
 mod wal;
