@@ -7,7 +7,8 @@
 //!   history;
 //! - [`context`]: context as sourced user messages (instructions, skills, notices);
 //! - [`compaction`]: range selection, the summarisation input that replays the cached prefix,
-//!   the event sequence, and the loop's triggers.
+//!   the event sequence, and the loop's triggers;
+//! - [`writes`]: the one append path, writing each batch in the session's own version.
 //!
 //! It reads and writes sessions only through `LogStore` (`sessionlog_store`, re-exported by
 //! the engine), so `run` and `compact` work on every backend; it knows nothing of HTTP
@@ -18,3 +19,4 @@ pub mod compaction;
 pub mod context;
 pub mod llm;
 pub mod prompt;
+pub mod writes;

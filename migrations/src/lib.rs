@@ -61,4 +61,6 @@ pub use v2_to_v3::{
     migrate_v2_to_v3, migrate_v2_to_v3_unproved, migrate_v2_to_v3_with, system_message_id,
     Migrated, V2ToV3,
 };
-pub use v3_to_v4::{ChildFact, V3Reason, V3ToV4, RELEASED_V3_EVENT_TYPES};
+pub use v3_to_v4::{
+    event_as_v4, producer_kind, ChildFact, V3Reason, V3ToV4, RELEASED_V3_EVENT_TYPES,
+};

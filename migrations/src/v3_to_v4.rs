@@ -21,6 +21,7 @@ use sessionlog_format::payload::TurnEnd;
 use sessionlog_format::{Event, EventData, EventType, FormatVersion, SessionHeader, SurfaceOp};
 
 pub use facts::ChildFact;
+pub use rewrite::producer_kind;
 
 use crate::catalog::{Finish, Stage, StageOptions};
 use crate::error::{Reason, Refusal};
@@ -446,6 +447,34 @@ impl V3ToV4 {
 }
 
 /// A non-negative safe integer.
+/// The V4 form of one event that a V3 writer built, for a writer appending to a live V4
+/// session (the agent loop): the edge's payload rewrites (dsh-v4.md 5.4, 5.3 and 5.5: plugin
+/// sources become producer kinds, a `tool/result` wrapper becomes a tool message, unknown
+/// content tags become `plugin:<tag>`) at the event's own seq. Nothing is renumbered,
+/// inserted or collected: a live writer's events need no closer, no catalog and no remap.
+/// An event of a type outside the released V3 vocabulary is returned unchanged; the store
+/// admits the result under the native V4 rules either way.
+pub fn event_as_v4(mut event: Event) -> Result<Event, Refusal> {
+    if !RELEASED_V3_EVENT_TYPES.contains(&event.kind.as_str()) {
+        return Ok(event);
+    }
+    let seq = event.seq;
+    let refuse = |reason| V3ToV4::refuse(Some(seq), reason);
+    let mut data = event.data.to_value();
+    rewrite::rewrite_sources(&event.kind, &mut data, seq).map_err(refuse)?;
+    if event.kind == EventType::ToolResult {
+        rewrite::lift_tool_result(&mut data, seq).map_err(refuse)?;
+    }
+    rewrite::migrate_content(&event.kind, &mut data, seq).map_err(refuse)?;
+    event.data = EventData::from_value(&event.kind, data).map_err(|e| {
+        refuse(V3Reason::Content(format!(
+            "format v3 {} at seq {seq}: {e}",
+            event.kind
+        )))
+    })?;
+    Ok(event)
+}
+
 fn count(value: &Value) -> Option<u64> {
     value
         .as_u64()

@@ -99,12 +99,12 @@ fn names(value: Option<&Value>) -> Vec<String> {
         .collect()
 }
 
-/// The system text of a tool-update notice, or `None` for any other message.
+/// The system text of a tool-update notice, or `None` for any other message. The notice's
+/// plugin source is `kind:"plugin"` in V3 and a `plugin:<name>` producer kind in V4.
 fn tool_update_text(message: &Message) -> Option<String> {
     let source = message.source.as_ref()?;
-    if source.kind != "plugin"
-        || source.extra.get("form").and_then(Value::as_str) != Some(TOOL_UPDATE_FORM)
-    {
+    let plugin = source.kind == "plugin" || source.kind.starts_with("plugin:");
+    if !plugin || source.extra.get("form").and_then(Value::as_str) != Some(TOOL_UPDATE_FORM) {
         return None;
     }
     let mut text = String::new();

@@ -141,7 +141,7 @@ pub fn repair_session(store: &dyn LogStore, session: &str) -> Result<usize, Stor
     let closers = interrupted_turn_closers(&events);
     let count = closers.len();
     if count > 0 {
-        store.append_events(session, head.next_seq, closers)?;
+        crate::writes::append_events(store, session, head.next_seq, closers)?;
     }
     Ok(count)
 }

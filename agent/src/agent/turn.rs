@@ -379,10 +379,7 @@ impl<'a> Agent<'a> {
     fn append(&self, build: impl FnOnce(u64) -> Vec<Event>) -> Result<u64, AgentError> {
         let next = with_fold(self.store, &self.session, |f| f.admission().next_seq())?;
         let events = build(next);
-        Ok(self
-            .store
-            .append_events(&self.session, next, events)?
-            .next_seq)
+        Ok(crate::writes::append_events(self.store, &self.session, next, events)?.next_seq)
     }
 
     /// Runs one turn for the user's `input`; `on_text` sees the reply text as it streams.
@@ -899,7 +896,9 @@ fn plan_mode_in_log(events: &[Event]) -> bool {
             }
             EventData::ToolResult(d) => {
                 let id = d.message.source.as_ref().and_then(|s| s.call_id.as_deref());
+                // V3 flags the wrapper block, a V4 tool message itself (`isError`).
                 let failed = d.error.is_some()
+                    || d.message.extra.get("isError") == Some(&Value::Bool(true))
                     || d.message.content.iter().any(
                         |b| matches!(b, ContentBlock::ToolResult(r) if r.is_error == Some(true)),
                     );

@@ -49,6 +49,14 @@ pub fn surface_nodes(fold: &SessionFold) -> Vec<RangeNode> {
                     _ => {}
                 }
             }
+            // A V4 tool message answers the call its `toolCallId` names.
+            if let Some(id) = message
+                .filter(|m| m.role.as_deref() == Some("tool"))
+                .and_then(|m| m.extra.get("toolCallId"))
+                .and_then(|id| id.as_str())
+            {
+                results.push(id.to_owned());
+            }
             RangeNode {
                 seq: node.seq,
                 kind: node.kind,

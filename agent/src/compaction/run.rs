@@ -212,13 +212,11 @@ fn execute(
     let compaction_id = format!("compact-{}", plan.next_seq);
     let start_seq = plan.next_seq;
     let start = start_event(start_seq, now_ms(), &compaction_id, turn);
-    let next = store
-        .append_events(session, start_seq, vec![start])?
-        .next_seq;
+    let next = crate::writes::append_events(store, session, start_seq, vec![start])?.next_seq;
     let fail = |next: u64, code: &str, message: String| -> CompactionError {
         let error = json!({ "code": code, "message": message });
         let end = end_event(next, now_ms(), &compaction_id, turn, Some(error));
-        if let Err(e) = store.append_events(session, next, vec![end]) {
+        if let Err(e) = crate::writes::append_events(store, session, next, vec![end]) {
             return CompactionError::Store(e);
         }
         CompactionError::Failed {
@@ -282,7 +280,7 @@ fn execute(
         &summary,
     );
     let end_seq = now_next + 2;
-    store.append_events(session, now_next, events)?;
+    crate::writes::append_events(store, session, now_next, events)?;
     let same_route = plan.conversation.as_ref().is_some_and(|(provider, model)| {
         provider.as_deref() == Some(route.provider.as_str()) && *model == route.model
     });

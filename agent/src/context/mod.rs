@@ -44,6 +44,20 @@ pub fn source_of(kind: &str, extra: &[(&str, Value)]) -> Source {
     }
 }
 
+/// Whether `message` comes from `plugin`: a V3 plugin source (`kind:"plugin"` naming it), or
+/// the producer kind the V3 -> V4 edge renames it to (`sessionlog_migrations::producer_kind`),
+/// so that the agent recognises its own messages in sessions of either version.
+pub fn is_from_plugin(message: &Message, plugin: &str) -> bool {
+    let Some(source) = message.source.as_ref() else {
+        return false;
+    };
+    if source.kind == "plugin" {
+        return source.plugin.as_deref() == Some(plugin);
+    }
+    source.plugin.is_none()
+        && source.kind == sessionlog_migrations::producer_kind(plugin, message.role.as_deref())
+}
+
 /// An injected user-role message.
 pub fn injected(id: String, text: String, source: Source) -> Message {
     Message {

@@ -94,10 +94,10 @@ pub fn working_directory_notice(id: String, from: &Path, to: &Path) -> Message {
 
 /// The form of a notice message of this loop, when it is one.
 pub fn notice_form(message: &Message) -> Option<&str> {
-    let source = message.source.as_ref()?;
-    if source.kind != "plugin" || source.plugin.as_deref() != Some(NOTICE_PLUGIN) {
+    if !super::is_from_plugin(message, NOTICE_PLUGIN) {
         return None;
     }
+    let source = message.source.as_ref()?;
     source.extra.get("form").and_then(Value::as_str)
 }
 

@@ -90,10 +90,10 @@ pub struct RuntimeContextProjection {
 
 /// Whether `message` is a runtime-context snapshot or clear marker of ours; returns its form.
 fn owned_form(message: &Message) -> Option<&str> {
-    let source = message.source.as_ref()?;
-    if source.kind != "plugin" || source.plugin.as_deref() != Some(PROMPT_PLUGIN) {
+    if !crate::context::is_from_plugin(message, PROMPT_PLUGIN) {
         return None;
     }
+    let source = message.source.as_ref()?;
     let form = source.extra.get("form")?.as_str()?;
     matches!(form, "snapshot" | "clear").then_some(form)
 }

@@ -223,7 +223,7 @@ impl PromptLoop {
         let (first_seq, next_seq) = if events.is_empty() {
             (plan.next_seq, plan.next_seq)
         } else {
-            let ack = store.append_events(&self.session, plan.next_seq, events)?;
+            let ack = crate::writes::append_events(store, &self.session, plan.next_seq, events)?;
             (ack.first_seq, ack.next_seq)
         };
         if let (Some(commit), Some(at)) = (&plan.runtime, runtime_seq) {
@@ -342,9 +342,7 @@ impl PromptLoop {
                 EventData::TurnEnd(Box::new(data)),
             ));
         }
-        Ok(store
-            .append_events(&self.session, next_seq, events)?
-            .next_seq)
+        Ok(crate::writes::append_events(store, &self.session, next_seq, events)?.next_seq)
     }
 }
 

@@ -567,3 +567,80 @@ fn live_in_history_append_reads_more_cache() {
     eprintln!("cache reads of the second turn: appended {append}, rewritten {rewrite}");
     assert!(append > rewrite, "appended {append} <= rewritten {rewrite}");
 }
+
+/// A V4 header for `id`: the agent writes each session in its own version.
+fn v4_header(id: &str) -> SessionHeader {
+    let mut header = SessionHeader::new_v3(id, 1);
+    header.version = Some(4);
+    header
+}
+
+// Goal: on a V4 session the loop writes V4 events: a tool result is a tool message
+// (`role:"tool"`, `toolCallId`), every request rebuilt from the log equals the body sent,
+// and the session verifies under the V4 rules; a crash repair writes its not-started or
+// outcome-unknown result in the same form.
+// Method: a turn with one tool call on a pre-created V4 session; inspect the tool result,
+// rebuild the requests, verify; then cut a copy after the tool call and reopen it.
+#[test]
+fn a_v4_session_gets_v4_events() {
+    let server = Server::start(vec![
+        Reply::Sse(tool_chunks("c1", "echo", "{\"text\":\"x\"}")),
+        Reply::Sse(done_chunks("done")),
+        Reply::Sse(done_chunks("again")),
+    ]);
+    let (_dir, store) = temp_store();
+    store
+        .create_session(&v4_header("s"))
+        .expect("the V4 session is created");
+    let mut first = agent(&store, &server, flash_with_tool_update());
+    first
+        .run_turn("echo x", &CancelToken::new(), &mut |_| {})
+        .expect("the turn runs");
+    first.add_tool(search_tool()).expect("search is added");
+    first
+        .run_turn("again", &CancelToken::new(), &mut |_| {})
+        .expect("the second turn runs");
+    let sent = assert_rebuilt(&store, &server);
+    let last = messages(&sent[2]);
+    assert_eq!(
+        last[last.len() - 2..].to_vec(),
+        vec![
+            json!({ "role": "system", "content": "<tool_addition>\nsearch\n</tool_addition>" }),
+            json!({ "role": "user", "content": "again" }),
+        ],
+        "the tool-update notice reaches the wire from a V4 log too"
+    );
+    let events = all_events(&store, "s");
+    let result = events
+        .iter()
+        .find_map(|e| match &e.data {
+            EventData::ToolResult(d) => Some(d.message.clone()),
+            _ => None,
+        })
+        .expect("a tool result");
+    assert_eq!(result.role.as_deref(), Some("tool"));
+    assert_eq!(result.extra.get("toolCallId"), Some(&json!("c1")));
+    let reports = store.verify(&["s".to_owned()]).expect("verify runs");
+    assert!(reports.iter().all(|r| r.ok()), "{reports:?}");
+
+    let cut = events
+        .iter()
+        .position(|e| e.kind == EventType::ToolCall)
+        .expect("a tool call");
+    store
+        .create_session(&v4_header("cut"))
+        .expect("the session is created");
+    store
+        .append("cut", 0, events[..=cut].to_vec())
+        .expect("the prefix is appended");
+    let client = DeepSeekClient::new(&server.base, None, Duration::from_secs(5)).expect("a client");
+    let root = std::env::temp_dir();
+    drop(Agent::open(&store, "cut", Box::new(client), flash(), &root).expect("reopens"));
+    let repaired = all_events(&store, "cut");
+    match &repaired[cut + 1].data {
+        EventData::ToolResult(d) => assert_eq!(d.message.role.as_deref(), Some("tool")),
+        other => panic!("not a tool result: {other:?}"),
+    }
+    let reports = store.verify(&["cut".to_owned()]).expect("verify runs");
+    assert!(reports.iter().all(|r| r.ok()), "{reports:?}");
+}

@@ -937,3 +937,60 @@ fn overflow_recovery_readmits_the_shadowed_prompt() {
     };
     assert_eq!(header.reason, "series");
 }
+
+// Goal: on a V4 session the whole compaction writes V4 events: the checkpoint's source is the
+// producer kind `compact-checkpoint` carrying the compaction's id, the session verifies under
+// the V4 rules, and the next request shows the compaction break, as on V3.
+// Method: three turns and a compaction on a pre-created V4 session, one more turn, then the
+// events, verify and the requests.
+#[test]
+fn a_v4_session_compacts_in_v4() {
+    let (_dir, store) = temp_store();
+    let mut header = sessionlog_format::SessionHeader::new_v3("s", 1);
+    header.version = Some(4);
+    store.create_session(&header).expect("a V4 session");
+    converse(&store);
+    let (mut recorder, _) = Recorder::new(vec![Answer::Text("the user asked twice".into())]);
+    let report = compact(
+        &store,
+        "s",
+        &mut recorder,
+        &route("m"),
+        manual(60),
+        &CancelToken::new(),
+    )
+    .expect("the compaction runs")
+    .expect("a range");
+    let checkpoint = store
+        .read_range("s", report.checkpoint_seq, report.checkpoint_seq + 1)
+        .expect("the checkpoint");
+    let EventData::UserMessage(message) = &checkpoint[0].data else {
+        panic!("a checkpoint: {checkpoint:?}");
+    };
+    let source = message.source.as_ref().expect("a source");
+    assert_eq!(source.kind, "compact-checkpoint");
+    assert_eq!(source.plugin, None);
+    assert!(source.extra.contains_key("compactionId"), "{source:?}");
+    let (recorder, _) = Recorder::new(vec![Answer::Text("ok".into())]);
+    let root = std::env::temp_dir();
+    Agent::open(&store, "s", Box::new(recorder), route("m"), &root)
+        .expect("the agent reopens")
+        .run_turn("continue", &CancelToken::new(), &mut |_| {})
+        .expect("a turn");
+    let reports = store.verify(&["s".to_owned()]).expect("verify runs");
+    assert!(reports.iter().all(|r| r.ok()), "{reports:?}");
+    let rows = requests(
+        SessionSource::Store {
+            store: &store,
+            session: "s",
+        },
+        RequestOptions::default(),
+    )
+    .expect("the requests");
+    assert_eq!(
+        rows.requests.last().expect("a request").prefix.broken_by,
+        Some(PrefixBreak::Compaction {
+            seq: report.checkpoint_seq
+        })
+    );
+}

@@ -48,8 +48,9 @@ const SAME_NAME_KINDS: [&str; 25] = [
     "dsh-session-title-llm",
 ];
 
-/// The V4 kind of a V3 plugin source (`role` is the enclosing message's).
-pub(crate) fn producer_kind(plugin: &str, role: Option<&str>) -> String {
+/// The V4 kind of a V3 plugin source (`role` is the enclosing message's): the rename table
+/// of dsh-v4.md 5.4.
+pub fn producer_kind(plugin: &str, role: Option<&str>) -> String {
     match plugin {
         "@deepseek-ai/dsh-system-prompt" if role == Some("system") => "system-prompt".to_owned(),
         "@deepseek-ai/dsh-system-prompt" => "runtime-context".to_owned(),

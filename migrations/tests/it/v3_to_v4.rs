@@ -400,3 +400,53 @@ fn restart_insertion_and_catalog_completion() {
         json!({"version": 0, "childId": "k", "childCreatedAt": 5, "mode": "one-shot"})
     );
 }
+
+// Goal: `event_as_v4`, the rewrite a live writer applies to each event it appends to a V4
+// session, is the edge's own per-event rewrite: on generated V3 logs (no inserted closer, no
+// catalog) it yields exactly the events the migration writes, and the edge's texts for the
+// faults it finds.
+// Method: migrate generated logs of several seeds through the chain with the proof, map the
+// same events one by one, compare; then a tool result with two wrappers is refused with the
+// lift's text naming its seq.
+#[test]
+fn event_as_v4_is_the_edge_per_event() {
+    for seed in [1, 2, 3] {
+        let mut generator =
+            Generator::for_version(GenOptions { events: 400, seed }, FormatVersion::V3).unwrap();
+        let header = generator.header();
+        let mut events = Vec::new();
+        while let Some(batch) = generator.next_batch() {
+            events.extend(batch);
+        }
+        let (_, migrated, _) = to_v4(header, events.clone(), false).unwrap();
+        let mapped: Vec<Event> = events
+            .into_iter()
+            .map(|e| sessionlog_migrations::event_as_v4(e).unwrap())
+            .collect();
+        assert_eq!(mapped, migrated, "seed {seed}");
+    }
+    let row = json!({"type":"tool/result","seq":7,"time":1,"data":{"turn":1,"step":1,
+        "message":{"id":"m","role":"user","source":{"kind":"tool","callId":"c"},
+        "content":[{"type":"tool-result","toolCallId":"c","content":[]},
+                   {"type":"tool-result","toolCallId":"c","content":[]}]}},
+        "surfaceOp":"append"});
+    let ctx = sessionlog_format::row::RowContext {
+        version: FormatVersion::V3,
+        snapshot: false,
+    };
+    let text = row.to_string();
+    let Ok(sessionlog_format::row::Decoded::One(event)) =
+        sessionlog_format::row::decode_row(text.as_bytes(), ctx, 7)
+    else {
+        panic!("the row decodes");
+    };
+    let event = *event;
+    let refusal = sessionlog_migrations::event_as_v4(event).unwrap_err();
+    assert_eq!(refusal.seq, Some(7));
+    assert!(
+        refusal.to_string().contains(
+            "format v3 tool/result at seq 7 requires exactly one tool-result wrapper matching its tool source"
+        ),
+        "{refusal}"
+    );
+}
