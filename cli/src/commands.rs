@@ -38,11 +38,12 @@ enum Command {
     Check(CheckArgs),
     /// Print a log's events as canonical JSONL of its own version.
     Cat(CatArgs),
-    /// Write a deterministic, valid synthetic V3 session.
+    /// Write a deterministic, valid synthetic session (V3 by default; `--version` 0 to 4).
     Gen(GenArgs),
-    /// Import V3 log files into the store, one session each.
+    /// Import dsh log files into the store, one session each: V3 and V4 as they are, older
+    /// versions migrated to V3 with the proof.
     Import(store_commands::ImportArgs),
-    /// Export a session from the store as a canonical V3 log.
+    /// Export a session from the store as a canonical log of its own version (V3 or V4).
     Export(store_commands::ExportArgs),
     /// Re-read every record and check checksums, the chain, every rule and the checkpoints.
     Verify(store_commands::VerifyArgs),
@@ -50,7 +51,8 @@ enum Command {
     Messages(store_commands::ViewArgs),
     /// The live surface nodes of a log file or a stored session.
     Surface(store_commands::ViewArgs),
-    /// Write proven, request-equivalent V3 successors of older logs (never overwriting).
+    /// Write proven, request-equivalent V3 or V4 successors of older logs or stored sessions
+    /// (never overwriting, never in place).
     Migrate(migrate_command::MigrateArgs),
     /// Every request the model was sent: messages, estimated tokens, the prefix shared with
     /// the previous request and why it broke.
@@ -83,7 +85,8 @@ enum Command {
     /// and verifies each on arrival.
     Copy(crate::serve_command::CopyArgs),
     /// Writes every intact session of a store (read-only, a damaged WAL included) to a
-    /// directory as V3 logs and names exactly what was lost; exit 1 when something was.
+    /// directory as logs of their own version (`<id>.v3.jsonl`, `<id>.v4.jsonl`) and names
+    /// exactly what was lost; exit 1 when something was.
     Salvage(crate::salvage_command::SalvageArgs),
     /// Writes a consistent single-file copy of a store (its WAL included) that opens and
     /// verifies with the same heads.

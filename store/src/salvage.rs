@@ -1,5 +1,5 @@
 //! `salvage`: every intact session of a store (read-only, a damaged WAL included) written out
-//! as canonical V3 logs through the export path, and an exact account of what was lost.
+//! as canonical logs of their own version through the export path, and an exact account of what was lost.
 
 use std::path::{Path, PathBuf};
 
@@ -66,7 +66,8 @@ impl SalvageReport {
     }
 }
 
-/// Writes every session of `store` to `dir` (created if missing) as `<id>.v3.jsonl`: a session
+/// Writes every session of `store` to `dir` (created if missing) as `<id>.v<N>.jsonl` (N its
+/// version, 3 or 4): a session
 /// that verifies whole, whole; a damaged one, its events before the first fault (a verified
 /// prefix), reported as a loss from that seq; an interrupted import, skipped. Never
 /// overwrites a file.
@@ -97,7 +98,12 @@ pub fn salvage(store: &dyn LogStore, dir: &Path) -> Result<SalvageReport, Error>
             })
             .collect();
         let end_seq = first_fault.unwrap_or(report.events);
-        let file = dir.join(format!("{}.v3.jsonl", report.session));
+        // Each session in its own version; a record too damaged to say is written as V3 (its
+        // export then fails on the same damage and is reported).
+        let version = store
+            .session_info(&report.session)
+            .map_or(3, |info| info.version().number());
+        let file = dir.join(format!("{}.v{version}.jsonl", report.session));
         let exported = if end_seq == 0 && first_fault.is_some() {
             None
         } else {

@@ -311,6 +311,22 @@ fn export_to_file(
             path.display()
         )));
     }
+    // dsh refuses a generation file whose name and header disagree (dsh-v4.md 7), so export
+    // never writes one.
+    let named = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(crate::walk::named_generation);
+    if let Some(named) = named {
+        let version = store.session_info(session)?.version().number();
+        if named != version {
+            return Err(Error::Refused(format!(
+                "{}: the name identifies v{named} and the session is v{version}; dsh refuses a \
+                 generation file whose name and header disagree (name it session.v{version}.jsonl)",
+                path.display()
+            )));
+        }
+    }
     let compression = if path.extension().is_some_and(|e| e == "zstd") {
         Compression::Zstd
     } else {

@@ -231,14 +231,19 @@ pub(crate) fn special_kind(file_type: FileType) -> Option<&'static str> {
 /// Whether `name` is a session log generation name (spec 3.1 rule 1).
 pub fn is_generation_name(name: &str) -> bool {
     let base = name.strip_suffix(".zstd").unwrap_or(name);
-    if base == "session.jsonl" {
-        return true;
-    }
-    let Some(number) = base
+    base == "session.jsonl" || named_generation(name).is_some()
+}
+
+/// The generation a canonical `session.v<N>.jsonl[.zstd]` name identifies (dsh-v4.md 7: dsh
+/// refuses a file whose header names another); `None` for any other name, `session.jsonl`
+/// included.
+pub fn named_generation(name: &str) -> Option<u64> {
+    let base = name.strip_suffix(".zstd").unwrap_or(name);
+    let number = base
         .strip_prefix("session.v")
-        .and_then(|r| r.strip_suffix(".jsonl"))
-    else {
-        return false;
-    };
-    !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) && !number.starts_with('0')
+        .and_then(|r| r.strip_suffix(".jsonl"))?;
+    let canonical = !number.is_empty()
+        && number.bytes().all(|b| b.is_ascii_digit())
+        && !number.starts_with('0');
+    canonical.then(|| number.parse().ok()).flatten()
 }
