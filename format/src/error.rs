@@ -137,6 +137,9 @@ pub enum Rule {
     /// A V4 `developer/message` whose `headerSeq` does not bind its tool additions to an
     /// earlier `request/header` (dsh-v4.md 4.4).
     DeveloperHeader,
+    /// A V4 inherited `session/end-seed` in an unseeded session, or a seeded V4 session with
+    /// none (dsh-v4.md 6, `restoreReleasedV4Artifact` step 4).
+    InheritedMarker,
     /// `compaction/end` with another owner turn.
     CompactionOwnerChanged,
     /// A successful `compaction/end` without a summary.
@@ -216,6 +219,7 @@ impl Rule {
             Rule::CompactionSummaryRepeated => "compaction-summary-repeated",
             Rule::CompactionSpan => "compaction-span",
             Rule::DeveloperHeader => "developer-header",
+            Rule::InheritedMarker => "inherited-marker",
             Rule::CompactionOwnerChanged => "compaction-owner-changed",
             Rule::CompactionSummaryMissing => "compaction-summary-missing",
         }
@@ -265,6 +269,7 @@ pub const RELATIONAL_RULES: &[Rule] = &[
     Rule::CompactionOwnerChanged,
     Rule::CompactionSummaryMissing,
     Rule::DeveloperHeader,
+    Rule::InheritedMarker,
 ];
 
 impl fmt::Display for Rule {

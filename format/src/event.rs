@@ -266,7 +266,16 @@ impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
                 EventData::SystemMessage(Box::new(SystemMessageData::deserialize(d)?))
             }
             EventType::DeveloperMessage => {
-                EventData::DeveloperMessage(Box::new(DeveloperMessageData::deserialize(d)?))
+                // A malformed payload is kept as it is, so that V4 row admission refuses it
+                // with dsh's texts (`v4_rows::check_row`) instead of a decoder message.
+                let value = Value::deserialize(d)?;
+                if let Err(reason) = crate::json::check_lossless(&value) {
+                    return Err(serde::de::Error::custom(reason));
+                }
+                match DeveloperMessageData::deserialize(&value) {
+                    Ok(data) => EventData::DeveloperMessage(Box::new(data)),
+                    Err(_) => EventData::Other(value),
+                }
             }
             EventType::UserMessage => EventData::UserMessage(Box::new(Message::deserialize(d)?)),
             EventType::AssistantMessage => {

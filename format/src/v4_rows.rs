@@ -41,8 +41,18 @@ const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "
 
 /// Checks the V4 row rules of one known, non-opaque event.
 pub(crate) fn check_row(event: &Event) -> Checked {
-    if let EventData::DeveloperMessage(data) = &event.data {
-        check_developer(data)?;
+    match &event.data {
+        EventData::DeveloperMessage(data) => check_developer(data)?,
+        // The decoder keeps a developer payload it cannot type as it is (`event::DataSeed`).
+        EventData::Other(data) if event.kind == crate::EventType::DeveloperMessage => {
+            let message = if data.is_object() {
+                "format v4 developer/message requires turn, step, and a developer message"
+            } else {
+                "format v4 developer/message data must be an object"
+            };
+            return fail(Rule::DeveloperMessage, message);
+        }
+        _ => {}
     }
     check_sources(event)?;
     check_retired(event)?;

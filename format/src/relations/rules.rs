@@ -109,6 +109,14 @@ impl Relations {
             }
             (T::CommandDone, EventData::Other(data)) => self.check_command_done(event, data),
             (T::SubagentCatalog, EventData::Other(data)) if self.v4 => self.check_catalog(data),
+            (T::SessionEndSeed, EventData::SessionEndSeed(d))
+                if self.v4 && d.inherited == Some(true) && !self.seeded() =>
+            {
+                fail(
+                    Rule::InheritedMarker,
+                    "format v4 unseeded Session contains an inherited end-seed marker",
+                )
+            }
             (T::DeliveryAccepted, EventData::Other(data)) => {
                 if self.delivery_is_foreign(data)
                     && !self
@@ -219,7 +227,21 @@ impl Relations {
             );
             return Err((seq, violation));
         }
+        // A seeded V4 session's cut is its last inherited end-seed: one must exist. The
+        // fault belongs to the header, placed at the first event (seq 0).
+        if self.v4 && self.seeded() && !self.s.inherited_seen {
+            let violation = Violation::new(
+                Rule::InheritedMarker,
+                "format v4 seeded header disagrees with its last inherited end-seed marker",
+            );
+            return Err((0, violation));
+        }
         Ok(())
+    }
+
+    /// Whether the header says the session is seeded (a fork that inherited a prefix).
+    fn seeded(&self) -> bool {
+        self.identity.as_ref().is_some_and(|i| i.seeded)
     }
 
     fn apply(&mut self, event: &Event) -> Change {
@@ -645,8 +667,7 @@ impl Relations {
     /// Whether catalog facts are the session's own here: always in an unseeded log, after an
     /// inherited end-seed in a seeded one (the inherited entries do not count).
     fn catalog_counts(&self) -> bool {
-        let seeded = self.identity.as_ref().is_some_and(|i| i.seeded);
-        !seeded || self.s.inherited_seen
+        !self.seeded() || self.s.inherited_seen
     }
 
     /// A V4 catalog fact of the session's own is valid and lists its child once.

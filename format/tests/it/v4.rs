@@ -300,6 +300,14 @@ fn v4_rules_refuse_with_dsh_texts() {
             "format v4 contains unknown event type \"x/y\" at seq 0"),
         ("retired dispatch", |r| r.insert(1, json!({"type": "tool/code-dispatch-start", "data": {}})),
             "format v4 rejects retired event type tool/code-dispatch-start"),
+        ("developer data not an object", |r| set(r, 8, "/data", json!([1])),
+            "format v4 developer/message data must be an object"),
+        ("developer without a message", |r| remove(r, 8, "/data/message"),
+            "format v4 developer/message requires turn, step, and a developer message"),
+        ("developer step not a count", |r| set(r, 8, "/data/step", json!("1")),
+            "format v4 developer/message requires turn, step, and a developer message"),
+        ("inherited marker in an unseeded session", |r| r.push(json!({"type": "session/end-seed", "data": {"inherited": true}})),
+            "format v4 unseeded Session contains an inherited end-seed marker"),
     ];
     for (name, mutate, text) in cases {
         let mut rows = base_rows();
@@ -427,4 +435,39 @@ fn snapshot_mode_relaxes_the_header_binding() {
         check_rows_in(&rows, SnapshotMode::On),
         Err("developer/message headerSeq must reference an earlier request/header".to_owned())
     );
+}
+
+// Goal: a seeded V4 session's cut is its last inherited end-seed (dsh-v4.md 6, step 4): a
+// seeded header with such a marker is accepted (the inherited prefix before it included), one
+// without is refused with dsh's text; an uninherited end-seed does not count.
+// Method: the base rows under a seeded header, with and without a marker after a prefix.
+#[test]
+fn a_seeded_v4_session_needs_its_inherited_marker() {
+    let read = |rows: &[Value]| {
+        let mut text = String::from(
+            r#"{"type":"session","version":4,"id":"s","createdAt":1,"parentSession":"p","isSeeded":true,"delegationDepth":1}"#,
+        );
+        for (seq, row) in rows.iter().enumerate() {
+            let mut row = row.clone();
+            let object = row.as_object_mut().unwrap();
+            object.insert("seq".into(), json!(seq));
+            object.insert("time".into(), json!(seq));
+            text.push('\n');
+            text.push_str(&row.to_string());
+        }
+        text.push('\n');
+        match read_log(text.as_bytes(), ReadOptions::default()) {
+            Ok(_) => Ok(()),
+            Err(sessionlog_format::ReadError::Fault(fault)) => Err(fault.message),
+            Err(other) => Err(other.to_string()),
+        }
+    };
+    let refusal = "format v4 seeded header disagrees with its last inherited end-seed marker";
+    assert_eq!(read(&base_rows()), Err(refusal.to_owned()));
+    let mut own = base_rows();
+    own.push(json!({"type": "session/end-seed", "data": {}}));
+    assert_eq!(read(&own), Err(refusal.to_owned()));
+    let mut seeded = base_rows();
+    seeded.push(json!({"type": "session/end-seed", "data": {"inherited": true}}));
+    assert_eq!(read(&seeded), Ok(()));
 }
