@@ -13,3 +13,4 @@ mod server;
 #[allow(dead_code)]
 #[path = "../../../store/tests/it/support.rs"]
 mod support;
+mod views;
