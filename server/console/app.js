@@ -14,9 +14,10 @@ const COLORS = {
   reused: '#3a8f5c', new: '#d9822b', system: '#6b5bd6', messages: '#2f7fc1', tools: '#b8a23a',
   break: '#c23b3b', compaction: '#222222',
 };
+// The causes `requests` names (PrefixBreak::name).
 const BREAK_COLORS = {
-  'head-rewrite': '#c23b3b', 'tools-change': '#8e44ad', 'compaction': '#222222',
-  'replace': '#d35400', 'history-rewrite': '#7f6000', 'messages': '#555555',
+  'head-rewrite': '#c23b3b', 'tools-changed': '#8e44ad', 'config-changed': '#2c3e50',
+  'compaction': '#222222', 'replace': '#d35400', 'projection': '#7f6000',
 };
 
 // Timings the browser tests read: performance.now() when each view first showed its data.
@@ -157,7 +158,9 @@ function render() {
   view.replaceChildren();
   view.removeAttribute('data-ready');
   const match = hash.match(/^#\/s\/(.+)$/);
-  route = { hash, started: performance.now() };
+  // The first view is timed from the navigation's start (performance.now()'s origin), so
+  // it counts loading the page; a later one from its hash change.
+  route = { hash, started: route === null ? 0 : performance.now() };
   const current = route;
   const run = match
     ? sessionView(view, decodeURIComponent(match[1]), current)
@@ -276,7 +279,8 @@ async function sessionView(view, id, current) {
     el('div', { class: 'panel' }, facts, el('div', { class: 'toolbar' }, verifyButton, verifyResult, exportButton)),
     el('h2', { text: 'Requests: tokens reused from the previous prefix vs new' }),
     el('div', { class: 'panel' }, chartLegend([['reused', COLORS['reused']], ['new', COLORS['new']],
-      ['prefix break (by cause)', COLORS['break']]]), state.requestsChart, state.summary),
+      ...Object.entries(BREAK_COLORS).map(([kind, color]) => ['break: ' + kind, color])]),
+    state.requestsChart, state.summary),
     el('h2', { text: 'Context: system, messages and tools tokens per request' }),
     el('div', { class: 'panel' }, chartLegend([['system', COLORS['system']], ['messages', COLORS['messages']],
       ['tools', COLORS['tools']], ['compaction', COLORS['compaction']]]), state.contextChart),
