@@ -513,7 +513,7 @@ function stackedChart(box, n, series, marks, onPick, label) {
     return sum / (b - a);
   }));
   const max = Math.max(1, ...sums.map((col) => col.reduce((x, y) => x + y, 0)));
-  const scale = (CHART_H - 10) / max;
+  const scale = (CHART_H - 12) / max;
   series.forEach(([name, color], s) => {
     let d = '';
     out.forEach((_, c) => {
@@ -526,11 +526,14 @@ function stackedChart(box, n, series, marks, onPick, label) {
     });
     chart.append(svg('path', { d, fill: color, 'data-series': name }));
   });
+  // A mark is a dashed line across the chart while there is a column per request; once
+  // columns hold many requests (and marks would cover the bars) it is a tick above them.
+  const per = Math.max(1, Math.ceil(n / ((CHART_W - PAD_L) / 2)));
   for (const [index, color, title] of marks) {
-    const c = Math.floor(index / Math.max(1, Math.ceil(n / ((CHART_W - PAD_L) / 2))));
+    const c = Math.floor(index / per);
     const x = PAD_L + c * w + w * 0.4;
-    const line = svg('line', { x1: x, x2: x, y1: 0, y2: CHART_H, stroke: color, 'stroke-width': 1.2,
-      'stroke-dasharray': '3 2', 'data-index': index, class: 'mark' });
+    const line = svg('line', { x1: x, x2: x, y1: 0, y2: per > 1 ? 8 : CHART_H, stroke: color,
+      'stroke-width': 1.2, 'stroke-dasharray': per > 1 ? '' : '3 2', 'data-index': index, class: 'mark' });
     const t = svg('title', {});
     t.textContent = title;
     line.append(t);
