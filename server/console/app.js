@@ -289,7 +289,17 @@ async function sessionView(view, id, current) {
       el('section', {}, el('h2', { text: 'Transcript' }), state.transcript, state.more),
       el('section', {}, el('h2', { text: 'Prompt history and compactions' }), state.historyBox)));
   state.facts = facts;
-  const info = await api(base);
+  let info;
+  try {
+    info = await api(base);
+  } catch (error) {
+    // A session whose head cannot be read (a damaged record): say why, and leave verify,
+    // which names the fault's seq and kind.
+    if (route !== current) return;
+    showError(error);
+    view.setAttribute('data-ready', 'error');
+    return;
+  }
   if (route !== current) return;
   state.nextSeq = info.nextSeq;
   renderFacts(state, info);

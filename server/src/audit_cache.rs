@@ -61,7 +61,8 @@ pub(crate) struct AuditQuery {
 /// One session's row and what it was computed from.
 #[derive(Debug, Clone)]
 struct CachedRow {
-    head: Head,
+    /// `None` for a session whose head cannot be read.
+    head: Option<Head>,
     row: AuditRow,
     /// Time of the session's last event (epoch ms), `None` when it has none.
     last_time: Option<i64>,
@@ -124,11 +125,17 @@ impl AuditCache {
         }))
     }
 
-    /// The row of `id` at its current head: remembered, or computed now.
+    /// The row of `id` at its current head: remembered, or computed now. A session whose
+    /// head cannot be read (a damaged record on its way) gets its row computed each time and
+    /// never kept: its verify says what is wrong, and there is no head to key it by.
     fn row(&self, store: &dyn LogStore, id: &str) -> Result<Arc<CachedRow>, StoreError> {
-        let head = store.head(id)?;
+        let head = match store.head(id) {
+            Ok(head) => head,
+            Err(StoreError::Corrupt { .. }) => return self.damaged_row(store, id),
+            Err(other) => return Err(other),
+        };
         let remembered = self.lock().get(id).cloned();
-        if let Some(cached) = remembered.filter(|c| c.head == head) {
+        if let Some(cached) = remembered.filter(|c| c.head == Some(head)) {
             return Ok(cached);
         }
         let row = audit_stored(store, id).map_err(sessionlog_engine::Error::into_store_error)?;
@@ -140,12 +147,25 @@ impl AuditCache {
                 .map(|event| event.time),
         };
         let cached = Arc::new(CachedRow {
-            head,
+            head: Some(head),
             row,
             last_time,
         });
         self.lock().insert(id.to_owned(), Arc::clone(&cached));
         Ok(cached)
+    }
+
+    fn damaged_row(&self, store: &dyn LogStore, id: &str) -> Result<Arc<CachedRow>, StoreError> {
+        let row = audit_stored(store, id).map_err(sessionlog_engine::Error::into_store_error)?;
+        debug_assert!(
+            !row.integrity.is_ok(),
+            "a session without a head does not verify"
+        );
+        Ok(Arc::new(CachedRow {
+            head: None,
+            row,
+            last_time: None,
+        }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<CachedRow>>> {
@@ -159,8 +179,11 @@ impl AuditCache {
 fn row_json(cached: &CachedRow) -> Value {
     let mut row = audit_row(&cached.row);
     if let Some(object) = row.as_object_mut() {
-        object.insert("nextSeq".into(), cached.head.next_seq.into());
-        let hash = sessionlog_engine::documents::hex(&cached.head.chain);
+        let next_seq = cached.head.map(|h| h.next_seq);
+        let hash = cached
+            .head
+            .map(|h| sessionlog_engine::documents::hex(&h.chain));
+        object.insert("nextSeq".into(), next_seq.into());
         object.insert("headHash".into(), hash.into());
         object.insert("lastActivity".into(), cached.last_time.into());
     }

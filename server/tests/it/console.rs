@@ -230,9 +230,80 @@ fn console_in_a_browser() {
         check_session(&browser, &served, &shots, &id).await;
         check_live(&browser, &served, &id, live).await;
 
+        check_verify_fault(&browser, &shots).await;
         browser.close().await;
         served.stop().await;
     });
+}
+
+/// A session with a damaged record: the sessions page says `corrupt` at its seq, and the
+/// verify button shows the fault's seq and kind.
+async fn check_verify_fault(browser: &Browser, shots: &Shots) {
+    const DAMAGED_SEQ: u64 = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("console.redb");
+    let (header, events) = generate(30, 4);
+    let id = header.id.clone();
+    tokio::task::spawn_blocking(move || {
+        {
+            // 30 events stay record by record in the events table (too few to seal).
+            let store = Store::open(&path).unwrap();
+            store.create_session(&header).unwrap();
+            append_all(&store, &header.id, events);
+        }
+        damage_record(&path, DAMAGED_SEQ);
+    })
+    .await
+    .unwrap();
+    let served = Served::start_in(dir, None).await;
+    browser.goto(&format!("{}/", served.base)).await;
+    wait_ready(browser, "sessions").await;
+    let status = browser
+        .eval(
+            "return document.querySelector(\"td[data-col='status']\").textContent;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(status, format!("corrupt seq {DAMAGED_SEQ}").as_str());
+    browser.goto(&format!("{}/#/s/{id}", served.base)).await;
+    let shown = "return document.getElementById('view').getAttribute('data-ready');";
+    let state = browser
+        .wait_for("the damaged session", shown, json!([]))
+        .await;
+    if state == "error" {
+        let error = browser.eval(&text_of("error"), json!([])).await;
+        eprintln!("the damaged session's page says: {error}");
+    }
+    browser.click("#verify").await;
+    let verdict = "const e = document.getElementById('verify-result'); \
+        return e.className === 'fault' ? e.textContent : null;";
+    let verdict = browser
+        .wait_for("the verify fault", verdict, json!([]))
+        .await;
+    let verdict = verdict.as_str().unwrap();
+    assert!(
+        verdict.starts_with(&format!("FAULT at seq {DAMAGED_SEQ}: checksum: ")),
+        "{verdict}"
+    );
+    shots.take(browser, "verify-fault").await;
+    served.stop().await;
+}
+
+/// Flips a bit of the stored record of `seq` (session key 0), behind the store's back, as
+/// `store/tests/it/verify.rs` does: verify must report a checksum fault there.
+fn damage_record(path: &std::path::Path, seq: u64) {
+    use redb::ReadableTable as _;
+    const EVENTS: redb::TableDefinition<(u64, u64), &[u8]> = redb::TableDefinition::new("events");
+    let db = redb::Database::create(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut events = txn.open_table(EVENTS).unwrap();
+        let mut bytes = events.get((0, seq)).unwrap().unwrap().value().to_vec();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x10;
+        events.insert((0, seq), bytes.as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
 }
 
 /// A wrong token is refused on the page; the right one opens the sessions.
