@@ -649,10 +649,26 @@ function messageText(message) {
 function follow(state) {
   const abort = new AbortController();
   liveAbort = abort;
+  // One refresh at a time: events that arrive during one schedule the next, so a session
+  // appended faster than it can be folded costs one fold after another, not a pile of them.
   let timer = null;
-  const refresh = () => {
+  let running = false;
+  let pending = false;
+  const refresh = async () => {
     timer = null;
-    refreshLive(state).catch((error) => { if (route === state.current) showError(error); });
+    if (running) { pending = true; return; }
+    running = true;
+    try {
+      await refreshLive(state);
+    } catch (error) {
+      if (route === state.current) showError(error);
+    } finally {
+      running = false;
+    }
+    if (pending && !abort.signal.aborted) {
+      pending = false;
+      timer = setTimeout(refresh, LIVE_REFRESH_MS);
+    }
   };
   const run = async () => {
     while (!abort.signal.aborted) {

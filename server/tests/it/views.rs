@@ -93,8 +93,11 @@ fn compact(row: &Value) -> Value {
     row
 }
 
+/// Long enough for compactions and prunes, whose markers a transcript page must wait for.
+const SESSION_EVENTS: u64 = 1200;
+
 async fn check_views(server: &TestServer, test: &str) {
-    let header = session(server, &format!("{test}-a"), 600).await;
+    let header = session(server, &format!("{test}-a"), SESSION_EVENTS).await;
     let id = &header.id;
     let want = expected(&server.store, id).await;
 
@@ -117,6 +120,21 @@ async fn check_views(server: &TestServer, test: &str) {
     assert_eq!(last["head"], want.tokens["head"]);
 
     // The transcript, in pages of 13 entries, and a filtered history.
+    let kinds_of = |entries: &Value| -> Vec<String> {
+        let mut kinds: Vec<String> = entries
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap().to_owned())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    };
+    let present = kinds_of(&want.transcript["entries"]);
+    for kind in ["compaction", "prune", "prompt-append"] {
+        assert!(present.iter().any(|k| k == kind), "{kind} in {present:?}");
+    }
     let (entries, _) = all_pages(server, &format!("/v1/sessions/{id}/show"), "entries", 13).await;
     assert_eq!(Value::Array(entries), want.transcript["entries"]);
     let kinds = "prompt,prompt-append,prompt-rewrite,prompt-clear,compaction";
@@ -145,7 +163,10 @@ async fn check_views(server: &TestServer, test: &str) {
     row["nextSeq"] = head["nextSeq"].clone();
     row["headHash"] = head["headHash"].clone();
     let (_, last_event) = server
-        .get(&format!("/v1/sessions/{id}/events?from=599&to=600"))
+        .get(&format!(
+            "/v1/sessions/{id}/events?from={}&to={SESSION_EVENTS}",
+            SESSION_EVENTS - 1
+        ))
         .await;
     row["lastActivity"] = last_event["events"][0]["time"].clone();
     assert_eq!(page["sessions"], json!([row]));
