@@ -381,7 +381,7 @@ async fn check_sessions(browser: &Browser, served: &Served, shots: &Shots) {
         .wait_for(
             "the ascending sort",
             "return location.hash.includes('sort=events') && \
-             document.querySelector(\"th[data-sort='events']\").classList.contains('sorted');",
+             document.querySelector(\"th[data-sort='events'].sorted\") !== null;",
             json!([]),
         )
         .await;
@@ -389,7 +389,7 @@ async fn check_sessions(browser: &Browser, served: &Served, shots: &Shots) {
     browser
         .wait_for(
             "the descending sort",
-            "return location.hash.includes('order=desc') && \
+            "return document.querySelector(\"th[data-sort='events'].sorted.desc\") !== null && \
              document.getElementById('view').getAttribute('data-ready') === 'sessions';",
             json!([]),
         )
@@ -613,9 +613,10 @@ fn console_speed_in_a_browser() {
         browser
             .wait_for(
                 "the last page",
-                "return location.hash.includes('from=') && \
+                "const r = document.getElementById('range'); \
+                 return r !== null && r.textContent.startsWith(arguments[0]) && \
                  document.getElementById('view').getAttribute('data-ready') === 'sessions';",
-                json!([]),
+                json!([format!("{},{:03}-", (last_page + 1) / 1000, (last_page + 1) % 1000)]),
             )
             .await;
         let last_page_ms = browser.eval(&timing("sessions"), json!([])).await;
