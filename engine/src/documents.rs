@@ -119,16 +119,6 @@ pub fn request_row(row: &RequestRow) -> Result<Value, serde_json::Error> {
         })
         .transpose()?;
     let usage = row.usage.as_ref().map(serde_json::to_value).transpose()?;
-    let broken_by = row
-        .prefix
-        .broken_by
-        .as_ref()
-        .map(|b| json!({ "kind": b.name(), "seq": b.seq() }));
-    let injected: Vec<Value> = row
-        .injected
-        .iter()
-        .map(|i| json!({ "message": i.message_idx, "source": i.source }))
-        .collect();
     let mut out = json!({
         "index": row.index,
         "seq": row.seq,
@@ -144,18 +134,54 @@ pub fn request_row(row: &RequestRow) -> Result<Value, serde_json::Error> {
         "estimatedTokens": row.estimated_tokens,
         "toolsTokens": row.tools_tokens,
         "messages": messages,
-        "prefix": {
-            "messages": row.prefix.messages,
-            "estimatedTokens": row.prefix.estimated_tokens,
-            "brokenBy": broken_by,
-        },
+        "prefix": prefix(row),
         "usage": usage,
-        "injected": injected,
+        "injected": injected(row),
     });
     if let (Some(body), Some(object)) = (deepseek_row_body(row), out.as_object_mut()) {
         object.insert("body".into(), body);
     }
     Ok(out)
+}
+
+/// One row of `requests` without what repeats per header (`config`, `adapterDefaults`,
+/// `tools`, `context`) and without bodies: the server's `requests?compact=true`.
+pub fn request_row_compact(row: &RequestRow) -> Result<Value, serde_json::Error> {
+    let usage = row.usage.as_ref().map(serde_json::to_value).transpose()?;
+    Ok(json!({
+        "index": row.index,
+        "seq": row.seq,
+        "turn": row.turn,
+        "step": row.step,
+        "settled": row.settled,
+        "reason": row.reason,
+        "messageCount": row.message_count,
+        "estimatedTokens": row.estimated_tokens,
+        "toolsTokens": row.tools_tokens,
+        "prefix": prefix(row),
+        "usage": usage,
+        "injected": injected(row),
+    }))
+}
+
+fn prefix(row: &RequestRow) -> Value {
+    let broken_by = row
+        .prefix
+        .broken_by
+        .as_ref()
+        .map(|b| json!({ "kind": b.name(), "seq": b.seq() }));
+    json!({
+        "messages": row.prefix.messages,
+        "estimatedTokens": row.prefix.estimated_tokens,
+        "brokenBy": broken_by,
+    })
+}
+
+fn injected(row: &RequestRow) -> Vec<Value> {
+    row.injected
+        .iter()
+        .map(|i| json!({ "message": i.message_idx, "source": i.source }))
+        .collect()
 }
 
 /// The `summary` of `requests`.

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use sessionlog_engine::documents::{entry, request_row, summary, tokens_row};
+use sessionlog_engine::documents::{entry, request_row_compact, summary, tokens_row};
 use sessionlog_engine::show::ShowOptions;
 use sessionlog_engine::stored::{transcript_page, TranscriptQuery};
 
@@ -38,17 +38,6 @@ const ENTRY_KINDS: [&str; 12] = [
     "attempt",
     "retry",
     "replace",
-];
-
-/// The members of a `requests` row the compact form leaves out: what repeats per header
-/// (`config`, `tools`, `adapterDefaults`, `context`) and the bodies.
-const COMPACT_DROPPED: [&str; 6] = [
-    "config",
-    "tools",
-    "adapterDefaults",
-    "context",
-    "messages",
-    "body",
 ];
 
 /// `?limit=` within 1..=`max`, `default` when absent.
@@ -157,19 +146,14 @@ pub(crate) async fn requests_compact(
         Err(error) => return store_failure(&error),
     };
     let report = &derived.requests;
-    let mut rows = Vec::new();
-    for row in slice(&report.requests, from, limit) {
-        let mut value = match request_row(row) {
-            Ok(value) => value,
-            Err(error) => return internal(error),
-        };
-        if let Some(object) = value.as_object_mut() {
-            for key in COMPACT_DROPPED {
-                object.remove(key);
-            }
-        }
-        rows.push(value);
-    }
+    let rows: Result<Vec<Value>, _> = slice(&report.requests, from, limit)
+        .iter()
+        .map(request_row_compact)
+        .collect();
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(error) => return internal(error),
+    };
     let body = json!({
         "session": report.session,
         "snapshot": report.snapshot,
