@@ -48,7 +48,10 @@ pub(crate) fn audit(global: Global, args: AuditArgs) -> anyhow::Result<ExitCode>
     };
     let totals = totals(&rows);
     if global.json {
-        let sessions: Vec<_> = rows.iter().map(row_json).collect();
+        let sessions: Vec<_> = rows
+            .iter()
+            .map(sessionlog_engine::documents::audit_row)
+            .collect();
         print_json(&json!({
             "sessions": sessions,
             "skipped": skipped_json(&walk),
@@ -213,34 +216,4 @@ pub(crate) fn print_table(rows: &[AuditRow]) -> io::Result<()> {
         line(&mut out, &row)?;
     }
     out.flush()
-}
-
-fn row_json(row: &AuditRow) -> serde_json::Value {
-    let integrity = match &row.integrity {
-        Integrity::Ok => json!({ "status": "ok" }),
-        Integrity::Corrupt { line, seq, message } => {
-            json!({ "status": "corrupt", "line": line, "seq": seq, "message": message })
-        }
-        Integrity::Refused { line, message } => {
-            json!({ "status": "refused", "line": line, "message": message })
-        }
-    };
-    json!({
-        "path": row.path.as_ref().map(|p| p.display().to_string()),
-        "relative": row.relative.as_ref().map(|p| p.display().to_string()),
-        "session": row.session,
-        "version": row.version,
-        "events": row.events,
-        "turns": row.turns,
-        "requests": row.requests.requests,
-        "promptVersions": row.prompt_versions,
-        "promptAppends": row.requests.prompt_appends,
-        "promptRewrites": row.requests.prompt_rewrites,
-        "compactions": row.compactions,
-        "integrity": integrity,
-        "predictedReuse": (row.requests.requests > 0).then_some(row.requests.predicted_reuse_ratio),
-        "estimatedTokens": row.requests.estimated_tokens,
-        "recordedInputTokens": row.requests.recorded_input_tokens,
-        "recordedCacheReadTokens": row.requests.recorded_cache_read_tokens,
-    })
 }

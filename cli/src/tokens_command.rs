@@ -5,10 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Args;
-use serde_json::{json, Value};
 
 use sessionlog_engine::files::names_a_file;
-use sessionlog_engine::meter::{tokens, Breakdown, TokensReport};
+use sessionlog_engine::meter::{tokens, TokensReport};
 use sessionlog_engine::replay::SessionSource;
 
 use crate::commands::{Global, InputArgs};
@@ -40,44 +39,11 @@ pub(crate) fn run(global: Global, args: TokensArgs) -> anyhow::Result<ExitCode> 
         })?
     };
     if global.json {
-        print_json(&report_json(&report))?;
+        print_json(&sessionlog_engine::documents::tokens(&report))?;
     } else if !global.quiet {
         print_human(&report)?;
     }
     Ok(ExitCode::from(EXIT_OK))
-}
-
-fn breakdown_json(b: &Breakdown) -> Value {
-    json!({
-        "systemTokens": b.system_tokens,
-        "messageTokens": b.message_tokens,
-        "toolsTokens": b.tools_tokens,
-        "totalTokens": b.total(),
-    })
-}
-
-/// `{"session","requests":[{"index","seq","turn","step","systemTokens","messageTokens",
-/// "toolsTokens","totalTokens"}],"head":{...}}`.
-fn report_json(report: &TokensReport) -> Value {
-    let requests: Vec<Value> = report
-        .requests
-        .iter()
-        .map(|r| {
-            let mut row = breakdown_json(&r.breakdown);
-            if let Value::Object(map) = &mut row {
-                map.insert("index".into(), json!(r.index));
-                map.insert("seq".into(), json!(r.seq));
-                map.insert("turn".into(), json!(r.turn));
-                map.insert("step".into(), json!(r.step));
-            }
-            row
-        })
-        .collect();
-    json!({
-        "session": report.session,
-        "requests": requests,
-        "head": breakdown_json(&report.head),
-    })
 }
 
 fn print_human(report: &TokensReport) -> io::Result<()> {

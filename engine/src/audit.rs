@@ -207,39 +207,36 @@ pub fn audit_store(store: &dyn LogStore, sessions: &[String]) -> Result<Vec<Audi
     } else {
         sessions.to_vec()
     };
-    let mut rows = Vec::with_capacity(ids.len());
-    for id in ids {
-        let report = store.verify(std::slice::from_ref(&id))?;
-        let mut row = AuditRow {
-            path: None,
-            relative: None,
-            session: Some(id.clone()),
-            version: Some(3),
-            events: report.first().map_or(0, |r| r.events),
-            turns: 0,
-            requests: RequestSummary::default(),
-            prompt_versions: 0,
-            compactions: 0,
-            integrity: Integrity::Ok,
+    ids.iter().map(|id| audit_stored(store, id)).collect()
+}
+
+/// Audits one stored session: verify, then (when its records are intact) the analysis.
+pub fn audit_stored(store: &dyn LogStore, id: &str) -> Result<AuditRow, Error> {
+    let report = store.verify(&[id.to_owned()])?;
+    let mut row = AuditRow {
+        path: None,
+        relative: None,
+        session: Some(id.to_owned()),
+        version: Some(3),
+        events: report.first().map_or(0, |r| r.events),
+        turns: 0,
+        requests: RequestSummary::default(),
+        prompt_versions: 0,
+        compactions: 0,
+        integrity: Integrity::Ok,
+    };
+    if let Some(fault) = report.first().and_then(|r| r.faults.first()) {
+        row.integrity = Integrity::Corrupt {
+            line: None,
+            seq: fault.seq,
+            message: fault.message.clone(),
         };
-        if let Some(fault) = report.first().and_then(|r| r.faults.first()) {
-            row.integrity = Integrity::Corrupt {
-                line: None,
-                seq: fault.seq,
-                message: fault.message.clone(),
-            };
-            rows.push(row);
-            continue;
-        }
-        let source = SessionSource::Store {
-            store,
-            session: &id,
-        };
-        let counter = source.replay(|opening| Counter::new(opening.session(), opening.rules()))?;
-        fill(&mut row, counter);
-        rows.push(row);
+        return Ok(row);
     }
-    Ok(rows)
+    let source = SessionSource::Store { store, session: id };
+    let counter = source.replay(|opening| Counter::new(opening.session(), opening.rules()))?;
+    fill(&mut row, counter);
+    Ok(row)
 }
 
 fn fill(row: &mut AuditRow, counter: Counter) {

@@ -1,9 +1,14 @@
 //! The `--json` documents of `../shared/CLI.md`, built once from engine values, so that the
 //! CLI and the server answer with the same shapes.
 
+mod transcript;
+
 use serde_json::{json, Value};
 
+pub use self::transcript::{entry, transcript};
+use crate::audit::{AuditRow, Integrity};
 use crate::inspect::FoldedSession;
+use crate::meter::{Breakdown, RequestBreakdown, TokensReport};
 use crate::requests::{RequestReport, RequestRow, RequestSummary};
 use crate::store::verify::SessionReport;
 use crate::wire::deepseek_row_body;
@@ -101,7 +106,8 @@ pub fn requests(report: &RequestReport) -> Result<Value, serde_json::Error> {
     }))
 }
 
-fn request_row(row: &RequestRow) -> Result<Value, serde_json::Error> {
+/// One row of `requests`.
+pub fn request_row(row: &RequestRow) -> Result<Value, serde_json::Error> {
     let messages = row
         .messages
         .as_ref()
@@ -113,16 +119,6 @@ fn request_row(row: &RequestRow) -> Result<Value, serde_json::Error> {
         })
         .transpose()?;
     let usage = row.usage.as_ref().map(serde_json::to_value).transpose()?;
-    let broken_by = row
-        .prefix
-        .broken_by
-        .as_ref()
-        .map(|b| json!({ "kind": b.name(), "seq": b.seq() }));
-    let injected: Vec<Value> = row
-        .injected
-        .iter()
-        .map(|i| json!({ "message": i.message_idx, "source": i.source }))
-        .collect();
     let mut out = json!({
         "index": row.index,
         "seq": row.seq,
@@ -138,13 +134,9 @@ fn request_row(row: &RequestRow) -> Result<Value, serde_json::Error> {
         "estimatedTokens": row.estimated_tokens,
         "toolsTokens": row.tools_tokens,
         "messages": messages,
-        "prefix": {
-            "messages": row.prefix.messages,
-            "estimatedTokens": row.prefix.estimated_tokens,
-            "brokenBy": broken_by,
-        },
+        "prefix": prefix(row),
         "usage": usage,
-        "injected": injected,
+        "injected": injected(row),
     });
     if let (Some(body), Some(object)) = (deepseek_row_body(row), out.as_object_mut()) {
         object.insert("body".into(), body);
@@ -152,7 +144,48 @@ fn request_row(row: &RequestRow) -> Result<Value, serde_json::Error> {
     Ok(out)
 }
 
-fn summary(summary: &RequestSummary) -> Value {
+/// One row of `requests` without what repeats per header (`config`, `adapterDefaults`,
+/// `tools`, `context`) and without bodies: the server's `requests?compact=true`.
+pub fn request_row_compact(row: &RequestRow) -> Result<Value, serde_json::Error> {
+    let usage = row.usage.as_ref().map(serde_json::to_value).transpose()?;
+    Ok(json!({
+        "index": row.index,
+        "seq": row.seq,
+        "turn": row.turn,
+        "step": row.step,
+        "settled": row.settled,
+        "reason": row.reason,
+        "messageCount": row.message_count,
+        "estimatedTokens": row.estimated_tokens,
+        "toolsTokens": row.tools_tokens,
+        "prefix": prefix(row),
+        "usage": usage,
+        "injected": injected(row),
+    }))
+}
+
+fn prefix(row: &RequestRow) -> Value {
+    let broken_by = row
+        .prefix
+        .broken_by
+        .as_ref()
+        .map(|b| json!({ "kind": b.name(), "seq": b.seq() }));
+    json!({
+        "messages": row.prefix.messages,
+        "estimatedTokens": row.prefix.estimated_tokens,
+        "brokenBy": broken_by,
+    })
+}
+
+fn injected(row: &RequestRow) -> Vec<Value> {
+    row.injected
+        .iter()
+        .map(|i| json!({ "message": i.message_idx, "source": i.source }))
+        .collect()
+}
+
+/// The `summary` of `requests`.
+pub fn summary(summary: &RequestSummary) -> Value {
     json!({
         "requests": summary.requests,
         "estimatedTokens": summary.estimated_tokens,
@@ -165,6 +198,70 @@ fn summary(summary: &RequestSummary) -> Value {
         "promptClears": summary.prompt_clears,
         "promptHistoryRewrites": summary.prompt_history_rewrites,
         "prefixBreaks": summary.prefix_breaks,
+    })
+}
+
+/// `{"session","requests":[<tokens row>...],"head":{...}}` of `tokens`.
+pub fn tokens(report: &TokensReport) -> Value {
+    let requests: Vec<Value> = report.requests.iter().map(tokens_row).collect();
+    json!({
+        "session": report.session,
+        "requests": requests,
+        "head": breakdown(&report.head),
+    })
+}
+
+/// One request of `tokens`: `{"index","seq","turn","step","systemTokens","messageTokens",
+/// "toolsTokens","totalTokens"}`.
+pub fn tokens_row(request: &RequestBreakdown) -> Value {
+    let mut row = breakdown(&request.breakdown);
+    if let Value::Object(map) = &mut row {
+        map.insert("index".into(), json!(request.index));
+        map.insert("seq".into(), json!(request.seq));
+        map.insert("turn".into(), json!(request.turn));
+        map.insert("step".into(), json!(request.step));
+    }
+    row
+}
+
+/// `{"systemTokens","messageTokens","toolsTokens","totalTokens"}`.
+pub fn breakdown(b: &Breakdown) -> Value {
+    json!({
+        "systemTokens": b.system_tokens,
+        "messageTokens": b.message_tokens,
+        "toolsTokens": b.tools_tokens,
+        "totalTokens": b.total(),
+    })
+}
+
+/// One row of `audit --json`.
+pub fn audit_row(row: &AuditRow) -> Value {
+    let integrity = match &row.integrity {
+        Integrity::Ok => json!({ "status": "ok" }),
+        Integrity::Corrupt { line, seq, message } => {
+            json!({ "status": "corrupt", "line": line, "seq": seq, "message": message })
+        }
+        Integrity::Refused { line, message } => {
+            json!({ "status": "refused", "line": line, "message": message })
+        }
+    };
+    json!({
+        "path": row.path.as_ref().map(|p| p.display().to_string()),
+        "relative": row.relative.as_ref().map(|p| p.display().to_string()),
+        "session": row.session,
+        "version": row.version,
+        "events": row.events,
+        "turns": row.turns,
+        "requests": row.requests.requests,
+        "promptVersions": row.prompt_versions,
+        "promptAppends": row.requests.prompt_appends,
+        "promptRewrites": row.requests.prompt_rewrites,
+        "compactions": row.compactions,
+        "integrity": integrity,
+        "predictedReuse": (row.requests.requests > 0).then_some(row.requests.predicted_reuse_ratio),
+        "estimatedTokens": row.requests.estimated_tokens,
+        "recordedInputTokens": row.requests.recorded_input_tokens,
+        "recordedCacheReadTokens": row.requests.recorded_cache_read_tokens,
     })
 }
 

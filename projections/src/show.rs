@@ -308,6 +308,17 @@ impl TranscriptBuilder {
         self.transcript
     }
 
+    /// The entries so far.
+    pub fn entries(&self) -> &[Entry] {
+        &self.transcript.entries
+    }
+
+    /// No entry is still being completed by later events (an open compaction, a prune
+    /// waiting for its rewrite): the entries so far are final.
+    pub fn is_settled(&self) -> bool {
+        self.compaction_idx.is_none() && self.prune_idx.is_none()
+    }
+
     fn mark(&mut self, event: &Event, marker: Marker) {
         self.add(event.seq, EntryBody::Marker(marker));
     }

@@ -17,12 +17,16 @@
 //! estimated decoded size of an append, semaphores on verifies and whole-session folds, and
 //! pages of `requests`.
 
+mod audit_cache;
 mod body;
+mod console;
+mod derived;
 mod json;
 pub mod limits;
 mod listener;
 mod routes;
 mod tails;
+mod views;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -67,6 +71,8 @@ pub(crate) struct AppState {
     tails: tails::TailSlots,
     verifies: Arc<Semaphore>,
     folds: Arc<Semaphore>,
+    audits: Arc<audit_cache::AuditCache>,
+    derived: Arc<derived::DerivedCache>,
 }
 
 /// The router of every endpoint over `service`.
@@ -79,6 +85,8 @@ pub fn router(service: LogService, options: ServerOptions) -> Router {
         tails: tails::TailSlots::new(limits.tails_max, limits.tails_per_token_max),
         verifies: Arc::new(Semaphore::new(limits.verifies_max)),
         folds: Arc::new(Semaphore::new(limits.folds_max)),
+        audits: Arc::default(),
+        derived: Arc::default(),
         limits: Arc::new(limits),
     };
     let protected = routes::protected()

@@ -66,6 +66,29 @@ pub const REQUESTS_PAGE_ROWS_MAX: u64 = 1000;
 pub const REQUESTS_BODIES_PAGE_ROWS_DEFAULT: u64 = 8;
 pub const REQUESTS_BODIES_PAGE_ROWS_MAX: u64 = 64;
 
+/// The same with `?compact=true` (no bodies, nothing repeated per header: about 300 bytes a
+/// row), what the console's requests chart pages through.
+pub const REQUESTS_COMPACT_PAGE_ROWS_DEFAULT: u64 = 1000;
+pub const REQUESTS_COMPACT_PAGE_ROWS_MAX: u64 = 10_000;
+/// Rows of `tokens` in one answer by default, and at most (about 130 bytes a row).
+pub const TOKENS_PAGE_ROWS_DEFAULT: u64 = 1000;
+pub const TOKENS_PAGE_ROWS_MAX: u64 = 20_000;
+/// Entries of `show` in one answer by default, and at most; each body is cut at
+/// `?maxBodyBytes=` (default 2000, at most [`SHOW_BODY_BYTES_MAX`]).
+pub const SHOW_PAGE_ENTRIES_DEFAULT: u64 = 200;
+pub const SHOW_PAGE_ENTRIES_MAX: u64 = 2000;
+pub const SHOW_BODY_BYTES_MAX: u64 = 1024 * 1024;
+
+/// Rows of the sessions page in one answer by default, and at most (`?limit=`).
+pub const AUDIT_PAGE_ROWS_DEFAULT: u64 = 50;
+pub const AUDIT_PAGE_ROWS_MAX: u64 = 1000;
+/// Longest `?filter=`, in bytes (a session id is at most 256).
+pub const AUDIT_FILTER_BYTES_MAX: usize = 256;
+
+/// Sessions whose compact requests and tokens (`requests?compact=true`, `tokens`) are kept
+/// between pages; the least recently asked for is dropped first.
+pub const DERIVED_SESSIONS_MAX: usize = 4;
+
 /// The bounds a server enforces; [`Default`] is the constants above.
 #[derive(Debug, Clone)]
 pub struct ServerLimits {

@@ -22,9 +22,10 @@ use super::body::read_body;
 use super::json::{self, respond};
 use super::limits::{
     decoded_cost, HEADER_BODY_BYTES_MAX, REQUESTS_BODIES_PAGE_ROWS_DEFAULT,
-    REQUESTS_BODIES_PAGE_ROWS_MAX, REQUESTS_PAGE_ROWS_DEFAULT, REQUESTS_PAGE_ROWS_MAX,
+    REQUESTS_BODIES_PAGE_ROWS_MAX, REQUESTS_COMPACT_PAGE_ROWS_DEFAULT,
+    REQUESTS_COMPACT_PAGE_ROWS_MAX, REQUESTS_PAGE_ROWS_DEFAULT, REQUESTS_PAGE_ROWS_MAX,
 };
-use super::{AppState, OPENAPI_JSON};
+use super::{views, AppState, OPENAPI_JSON};
 use sessionlog_engine::inspect::fold_session;
 use sessionlog_engine::log_store::READ_EVENTS_MAX;
 use sessionlog_engine::replay::SessionSource;
@@ -36,6 +37,7 @@ pub(crate) fn open() -> Router<AppState> {
     Router::new()
         .route("/health", get(health))
         .route("/openapi.json", get(openapi))
+        .merge(super::console::routes())
 }
 
 /// Paths behind the token, when one is set.
@@ -50,15 +52,18 @@ pub(crate) fn protected() -> Router<AppState> {
         .route("/v1/sessions/{session}/surface", get(surface))
         .route("/v1/sessions/{session}/requests", get(requests))
         .route("/v1/sessions/{session}/verify", get(verify_session))
+        .route("/v1/sessions/{session}/tokens", get(views::tokens))
+        .route("/v1/sessions/{session}/show", get(views::show))
         .route("/v1/verify", post(verify_all))
+        .route("/v1/audit", get(views::audit))
 }
 
-fn store_failure(error: &StoreError) -> Response {
+pub(crate) fn store_failure(error: &StoreError) -> Response {
     let (status, body) = json::store_error(error);
     respond(status, &body)
 }
 
-fn bad_request(message: impl Into<String>) -> Response {
+pub(crate) fn bad_request(message: impl Into<String>) -> Response {
     let message = message.into();
     respond(
         StatusCode::BAD_REQUEST,
@@ -66,7 +71,7 @@ fn bad_request(message: impl Into<String>) -> Response {
     )
 }
 
-fn internal(message: impl std::fmt::Display) -> Response {
+pub(crate) fn internal(message: impl std::fmt::Display) -> Response {
     respond(
         StatusCode::INTERNAL_SERVER_ERROR,
         &json!({ "error": "internal", "message": message.to_string() }),
@@ -442,7 +447,7 @@ async fn surface(
 }
 
 /// A turn for a whole-session fold; waits while [`super::limits::FOLDS_MAX`] run.
-async fn fold_permit(state: &AppState) -> tokio::sync::OwnedSemaphorePermit {
+pub(crate) async fn fold_permit(state: &AppState) -> tokio::sync::OwnedSemaphorePermit {
     Arc::clone(&state.folds)
         .acquire_owned()
         .await
@@ -453,6 +458,7 @@ async fn fold_permit(state: &AppState) -> tokio::sync::OwnedSemaphorePermit {
 #[serde(deny_unknown_fields)]
 struct RequestsQuery {
     bodies: Option<bool>,
+    compact: Option<bool>,
     from: Option<u64>,
     limit: Option<u64>,
 }
@@ -468,7 +474,16 @@ async fn requests(
     let options = RequestOptions {
         bodies: query.bodies.unwrap_or(false),
     };
-    let (default, max) = if options.bodies {
+    let compact = query.compact.unwrap_or(false);
+    if compact && options.bodies {
+        return bad_request("compact rows carry no bodies: give compact or bodies, not both");
+    }
+    let (default, max) = if compact {
+        (
+            REQUESTS_COMPACT_PAGE_ROWS_DEFAULT,
+            REQUESTS_COMPACT_PAGE_ROWS_MAX,
+        )
+    } else if options.bodies {
         (
             REQUESTS_BODIES_PAGE_ROWS_DEFAULT,
             REQUESTS_BODIES_PAGE_ROWS_MAX,
@@ -481,6 +496,9 @@ async fn requests(
         return bad_request(format!("limit must be 1 to {max}"));
     }
     let from = query.from.unwrap_or(0);
+    if compact {
+        return views::requests_compact(state, session, from, limit).await;
+    }
     let rows = from..from.saturating_add(limit);
     let permit = fold_permit(&state).await;
     let report = state
@@ -561,6 +579,12 @@ mod tests {
             "/v1/sessions/{session}/requests",
             "/v1/sessions/{session}/verify",
             "/v1/verify",
+            "/v1/sessions/{session}/tokens",
+            "/v1/sessions/{session}/show",
+            "/v1/audit",
+            "/",
+            "/console/app.js",
+            "/console/app.css",
         ];
         served.sort_unstable();
         assert_eq!(documented, served);

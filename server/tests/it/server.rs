@@ -26,17 +26,17 @@ use crate::harness::{postgres_url, unique_id};
 use crate::support::*;
 
 /// A server on loopback and the means to stop it.
-struct TestServer {
-    base: String,
-    client: reqwest::Client,
-    store: Arc<dyn LogStore>,
+pub(crate) struct TestServer {
+    pub(crate) base: String,
+    pub(crate) client: reqwest::Client,
+    pub(crate) store: Arc<dyn LogStore>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl TestServer {
-    async fn redb(token: Option<&str>) -> TestServer {
+    pub(crate) async fn redb(token: Option<&str>) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(&dir.path().join("store.redb")).unwrap());
         let service = LogService::new(Arc::clone(&store) as _);
@@ -55,7 +55,7 @@ impl TestServer {
         TestServer::start_with(service, store, options, Some(dir)).await
     }
 
-    async fn postgres(url: &str) -> TestServer {
+    pub(crate) async fn postgres(url: &str) -> TestServer {
         let url = url.to_owned();
         let store = tokio::task::spawn_blocking(move || PgStore::connect(&url))
             .await
@@ -79,7 +79,7 @@ impl TestServer {
         TestServer::start_with(service, store, options, dir).await
     }
 
-    async fn start_with(
+    pub(crate) async fn start_with(
         service: LogService,
         store: Arc<dyn LogStore>,
         options: ServerOptions,
@@ -101,17 +101,17 @@ impl TestServer {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    async fn get(&self, path: &str) -> (u16, Value) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, Value) {
         let response = self.client.get(self.url(path)).send().await.unwrap();
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
-    async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+    pub(crate) async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let response = self
             .client
             .post(self.url(path))
@@ -123,21 +123,26 @@ impl TestServer {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
-    async fn create(&self, header: &SessionHeader) {
+    pub(crate) async fn create(&self, header: &SessionHeader) {
         let body = serde_json::to_value(header).unwrap();
         let (status, answer) = self.post("/v1/sessions", &body).await;
         assert_eq!(status, 201, "{answer}");
         assert_eq!(answer["nextSeq"], 0);
     }
 
-    async fn append(&self, session: &str, expected: u64, events: &[Event]) -> (u16, Value) {
+    pub(crate) async fn append(
+        &self,
+        session: &str,
+        expected: u64,
+        events: &[Event],
+    ) -> (u16, Value) {
         let rows: Vec<Value> = events.iter().map(row).collect();
         let body = json!({ "expectedNextSeq": expected, "events": rows });
         self.post(&format!("/v1/sessions/{session}/events"), &body)
             .await
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
@@ -145,7 +150,7 @@ impl TestServer {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -154,19 +159,23 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// An event as its canonical V3 row.
-fn row(event: &Event) -> Value {
+pub(crate) fn row(event: &Event) -> Value {
     let mut out = Vec::new();
     sessionlog_format::row::encode_row(event, FormatVersion::V3, &mut out);
     serde_json::from_slice(&out).unwrap()
 }
 
-fn generated_session(test: &str, n_events: u64) -> (SessionHeader, Vec<Vec<Event>>) {
+pub(crate) fn generated_session(test: &str, n_events: u64) -> (SessionHeader, Vec<Vec<Event>>) {
     let (mut header, batches) = generated(n_events, 3);
     header.id = unique_id(test);
     (header, batches)
 }
 
-async fn append_batches(server: &TestServer, header: &SessionHeader, batches: &[Vec<Event>]) {
+pub(crate) async fn append_batches(
+    server: &TestServer,
+    header: &SessionHeader,
+    batches: &[Vec<Event>],
+) {
     let mut next_seq = 0u64;
     for batch in batches {
         let (status, ack) = server.append(&header.id, next_seq, batch).await;
