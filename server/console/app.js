@@ -262,7 +262,7 @@ async function sessionView(view, id, current) {
   const facts = el('dl', { class: 'facts', id: 'facts' });
   const verifyButton = el('button', { type: 'button', id: 'verify' }, 'verify');
   const verifyResult = el('span', { id: 'verify-result' });
-  const exportButton = el('a', { href: '#', id: 'export' }, 'export (V3 JSONL)');
+  const exportButton = el('a', { href: '#', id: 'export' }, 'export (JSONL)');
   verifyButton.addEventListener('click', () => verify(state, verifyResult));
   exportButton.addEventListener('click', (event) => { event.preventDefault(); exportSession(state, exportButton); });
   state.requestsChart = el('div', { id: 'requests-chart' });
@@ -328,7 +328,8 @@ function renderFacts(state, info) {
   const rows = [
     ['head hash', el('code', { id: 'head-hash', text: info.headHash })],
     ['next seq', el('span', { id: 'next-seq', text: info.nextSeq })],
-    ['created', when(header.timestamp ? Date.parse(header.timestamp) : null)],
+    ['version', header.version ? 'v' + header.version : '-'],
+    ['created', when(typeof header.createdAt === 'number' ? header.createdAt : null)],
     ['cwd', header.cwd || '-'],
     ['snapshot', info.snapshot ? 'yes (normalized recording)' : 'no'],
   ];
@@ -356,8 +357,9 @@ async function verify(state, out) {
   }
 }
 
-// The export: the session's V3 header line, then every event row, read a range at a time,
-// offered as a file.
+// The export: the session's header line, then every event row (in the session's version,
+// V3 or V4, as the server writes them), read a range at a time, offered as
+// `<id>.v<version>.jsonl`.
 async function exportSession(state, link) {
   const label = link.textContent;
   try {
@@ -372,7 +374,8 @@ async function exportSession(state, link) {
       from += page.events.length;
     }
     const url = URL.createObjectURL(new Blob(parts, { type: 'application/x-ndjson' }));
-    const a = el('a', { href: url, download: state.id + '.jsonl' });
+    const version = (info.header && info.header.version) || 3;
+    const a = el('a', { href: url, download: `${state.id}.v${version}.jsonl` });
     document.body.append(a);
     a.click();
     a.remove();
