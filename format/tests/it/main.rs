@@ -10,6 +10,7 @@ mod fuzz_seeds;
 mod hostile;
 mod legacy;
 mod props;
+mod read_ahead;
 mod roundtrip;
 mod support;
 mod torn;
