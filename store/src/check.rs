@@ -71,8 +71,6 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
             return report;
         }
     };
-    // `check` reads one file at a time: a helper thread decodes rows ahead on a spare core.
-    reader.read_ahead_in_parallel();
     report.version = Some(reader.version().number());
     report.compressed = reader.compressed();
     while let Some(next) = reader.next_event() {
@@ -156,7 +154,7 @@ fn migration_refusal(
     snapshot: SnapshotMode,
     to: FormatVersion,
 ) -> Result<(), CheckError> {
-    let mut reader = open_log(
+    let reader = open_log(
         path,
         ReadOptions {
             recovery: Recovery::Strict,
@@ -164,7 +162,6 @@ fn migration_refusal(
         },
     )
     .map_err(|e| migration_error(None, e.to_string()))?;
-    reader.read_ahead_in_parallel();
     match crate::migrate::stream_to(reader, path, to, true, &mut |_| {}, |_| {
         Ok(crate::migrate::Discard)
     }) {
