@@ -44,7 +44,6 @@ pub mod members;
 pub mod message;
 pub mod payload;
 pub mod projection;
-pub mod read_ahead;
 pub mod reader;
 pub mod record;
 pub mod relations;

@@ -15,7 +15,6 @@ use crate::error::{Fault, ReadError, Rule, Violation};
 use crate::event::{Event, EventType};
 use crate::frame::{is_zstd, FrameCorruption, FrameReader, TornFrame};
 use crate::header::{is_placeholder, SessionHeader};
-use crate::read_ahead::{LineRead, ReadAhead};
 use crate::relations::Identity;
 use crate::row::{decode_row, Decoded, RowContext};
 use crate::rules::RuleContext;
@@ -121,6 +120,13 @@ impl<R: Read> Source<R> {
     }
 }
 
+enum LineRead {
+    Complete,
+    Torn,
+    Eof,
+    TooLong,
+}
+
 /// Streams the events of one log.
 pub struct LogReader<R: Read> {
     source: Source<R>,
@@ -133,11 +139,6 @@ pub struct LogReader<R: Read> {
     line_no: u64,
     offset_bytes: u64,
     line: Vec<u8>,
-    /// Set by [`LogReader::read_ahead_in_parallel`]: lines read in batches, their rows decoded
-    /// by this thread and a helper (`read_ahead.rs`).
-    ahead: Option<ReadAhead>,
-    /// The current line's row as decoded ahead, with the seq it expected.
-    decoded_ahead: Option<(u64, Result<Decoded, Violation>)>,
     pending: VecDeque<Event>,
     withheld: Option<Fault>,
     finished: bool,
@@ -178,8 +179,6 @@ impl<R: Read> LogReader<R> {
             line_no: 0,
             offset_bytes: 0,
             line: Vec::new(),
-            ahead: None,
-            decoded_ahead: None,
             pending: VecDeque::new(),
             withheld: None,
             finished: false,
@@ -203,17 +202,6 @@ impl<R: Read> LogReader<R> {
 
     pub fn compressed(&self) -> bool {
         !matches!(self.source, Source::Raw(_))
-    }
-
-    /// Reads lines in batches and decodes their rows on this thread and a helper thread at
-    /// once (V2 and later logs; `read_ahead.rs`): faster with a core to spare, never slower
-    /// for want of one, and it yields the same events and the same faults in the same order. A
-    /// batch holds at most [`crate::read_ahead::AHEAD_BYTES_MAX`] bytes of lines beyond its
-    /// last line.
-    pub fn read_ahead_in_parallel(&mut self) {
-        if !self.version.has_packed_rows() && self.ahead.is_none() {
-            self.ahead = Some(ReadAhead::start());
-        }
     }
 
     /// The physical line (the header is line 1) of the row that held the last event returned:
@@ -312,14 +300,7 @@ impl<R: Read> LogReader<R> {
     fn read_line(&mut self) -> Result<LineRead, ReadError> {
         self.offset_bytes += self.line_len_consumed();
         self.line.clear();
-        self.decoded_ahead = None;
-        let outcome = match self.ahead.as_mut().and_then(|a| a.next(&mut self.line)) {
-            Some(ahead) => {
-                self.decoded_ahead = ahead.decoded;
-                ahead.read
-            }
-            None => read_bounded_line(self.source.buf_read(), &mut self.line),
-        };
+        let outcome = read_bounded_line(self.source.buf_read(), &mut self.line);
         match outcome {
             Ok(read) => {
                 if !matches!(read, LineRead::Eof) {
@@ -365,7 +346,6 @@ impl<R: Read> LogReader<R> {
             if self.finished {
                 return None;
             }
-            self.read_ahead();
             let read = match self.read_line() {
                 Ok(read) => read,
                 Err(error) => return self.stop(error),
@@ -393,24 +373,6 @@ impl<R: Read> LogReader<R> {
                 return self.fail(fault);
             }
         }
-    }
-
-    /// Reads the next batch ahead when reading ahead, the last batch is used up, and the first
-    /// row has decided the snapshot mode and opened the admission.
-    fn read_ahead(&mut self) {
-        let next_seq = self.admission.next_seq();
-        let (Some(ahead), Some(snapshot)) = (self.ahead.as_mut(), self.snapshot) else {
-            return;
-        };
-        if !ahead.is_empty() || next_seq == 0 {
-            return;
-        }
-        let ctx = RowContext {
-            version: self.version,
-            snapshot,
-        };
-        let source = self.source.buf_read();
-        ahead.fill(|line| read_bounded_line(source, line), ctx, next_seq);
     }
 
     fn end_of_input(&mut self) -> Option<Result<Event, ReadError>> {
@@ -538,12 +500,8 @@ impl<R: Read> LogReader<R> {
             version: self.version,
             snapshot,
         };
-        let expected_seq = self.admission.next_seq();
-        let decoded = match self.decoded_ahead.take() {
-            Some((seq, decoded)) if seq == expected_seq => decoded,
-            _ => decode_row(&self.line, ctx, expected_seq),
-        }
-        .map_err(|v| self.fault(None, v))?;
+        let decoded = decode_row(&self.line, ctx, self.admission.next_seq())
+            .map_err(|v| self.fault(None, v))?;
         match decoded {
             Decoded::One(event) => {
                 self.admit(&event)?;

@@ -10,7 +10,6 @@ mod fuzz_seeds;
 mod hostile;
 mod legacy;
 mod props;
-mod read_ahead;
 mod roundtrip;
 mod support;
 mod torn;
