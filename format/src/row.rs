@@ -42,9 +42,15 @@ pub fn decode_row(line: &[u8], ctx: RowContext, expected_seq: u64) -> Result<Dec
     let visitor = RowVisitor {
         legacy: ctx.version.has_packed_rows(),
     };
-    let mut de = serde_json::Deserializer::from_slice(line);
-    let raw =
-        de::Deserializer::deserialize_map(&mut de, visitor).and_then(|raw| de.end().map(|()| raw));
+    // A line that is valid UTF-8 as a whole (every dsh row) is parsed as `str`, so that
+    // serde_json checks no string's UTF-8 again; any other line goes through the byte parser,
+    // whose error names the bad byte. For valid UTF-8 the two parsers are the same code and
+    // give the same values and errors: a string's bytes lie between ASCII quotes and
+    // backslashes, so each one is valid UTF-8 when the line is.
+    let raw = match std::str::from_utf8(line) {
+        Ok(text) => parse_row(serde_json::Deserializer::from_str(text), visitor),
+        Err(_) => parse_row(serde_json::Deserializer::from_slice(line), visitor),
+    };
     let raw = raw.map_err(|e| {
         let rule = if e.is_syntax() || e.is_eof() {
             Rule::Json
@@ -77,6 +83,16 @@ impl<'de> de::DeserializeSeed<'de> for RowSeed {
         let raw = deserializer.deserialize_map(visitor)?;
         Ok(finish_row(raw, self.ctx, self.expected_seq))
     }
+}
+
+/// Reads one row object and refuses anything after it.
+fn parse_row<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    visitor: RowVisitor,
+) -> Result<RawRow, serde_json::Error> {
+    let raw = de::Deserializer::deserialize_map(&mut de, visitor)?;
+    de.end()?;
+    Ok(raw)
 }
 
 fn finish_row(raw: RawRow, ctx: RowContext, expected_seq: u64) -> Result<Decoded, Violation> {
@@ -558,4 +574,73 @@ impl Serialize for DataRef<'_> {
 pub fn encode_row(event: &Event, version: FormatVersion, out: &mut Vec<u8>) {
     serde_json::to_writer(out, &EventRow { event, version })
         .expect("writing JSON to a Vec cannot fail");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CTX: RowContext = RowContext {
+        version: FormatVersion::V3,
+        snapshot: false,
+    };
+
+    /// `decode_row`'s outcome through the `str` parser and through the byte parser.
+    fn through_both(line: &str) -> (String, String) {
+        let visitor = || RowVisitor { legacy: false };
+        let finish = |raw: Result<RawRow, serde_json::Error>| {
+            format!(
+                "{:?}",
+                raw.map_err(|e| e.to_string())
+                    .map(|raw| finish_row(raw, CTX, 0))
+            )
+        };
+        (
+            finish(parse_row(
+                serde_json::Deserializer::from_str(line),
+                visitor(),
+            )),
+            finish(parse_row(
+                serde_json::Deserializer::from_slice(line.as_bytes()),
+                visitor(),
+            )),
+        )
+    }
+
+    // Goal: on valid UTF-8 the `str` parser that `decode_row` uses gives the byte parser's
+    // values and its error texts byte for byte (escapes, surrogates, non-ASCII text and keys,
+    // type errors, duplicates, trailing bytes, cut lines).
+    #[test]
+    fn str_and_byte_parsers_agree_on_utf8_lines() {
+        let lines = [
+            r#"{"type":"turn/end","seq":0,"time":1,"data":{"turn":1}}"#,
+            r#"{"type":"turn/end","seq":0,"time":1,"data":{"turn":1,"n\u00e9":"\ud83d\ude00 caf\u00e9 \u2603"}}"#,
+            "{\"type\":\"turn/end\",\"seq\":0,\"time\":1,\"data\":{\"turn\":1,\"caf\u{e9}\":\"\u{1F600}\"}}",
+            r#"{"type":"turn/end","seq":0,"time":1,"data":{"turn":1,"x":"\ud800"}}"#,
+            r#"{"type":"turn/end","seq":0,"time":1,"data":{"turn":1,"x":"\q"}}"#,
+            r#"{"type":"turn/end","seq":"0","time":1,"data":{"turn":1}}"#,
+            r#"{"type":"turn/end","seq":0,"seq":0,"time":1,"data":{"turn":1}}"#,
+            r#"{"type":"turn/end","seq":0,"time":1,"data":{"turn":1}} x"#,
+            r#"{"type":"turn/end","seq":0,"time":1,"data":{"turn":"#,
+            "{\"type\":\"turn/end\",\"seq\":0,\"time\":1,\"data\":{\"turn\":1,\"x\":\"a\u{7}b\"}}",
+        ];
+        for line in lines {
+            let (as_str, as_bytes) = through_both(line);
+            assert_eq!(as_str, as_bytes, "{line}");
+        }
+    }
+
+    // Goal: a line that is not valid UTF-8 is refused with the byte parser's text, which
+    // names the member and the position just past the string holding the bad byte.
+    #[test]
+    fn invalid_utf8_is_refused_with_its_position() {
+        let mut line = br#"{"type":"turn/end","seq":0,"time":1,"data":{"turn":1,"x":"#.to_vec();
+        line.extend_from_slice(b"\"a\xffb\"}}");
+        let violation = decode_row(&line, CTX, 0).unwrap_err();
+        assert_eq!(violation.rule, Rule::Envelope);
+        assert_eq!(
+            violation.message,
+            "data: x: invalid unicode code point at line 1 column 64"
+        );
+    }
 }

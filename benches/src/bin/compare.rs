@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! cargo run --release -p sessionlog-benches --bin compare -- [--quick] [--json]
-//!     [--scales 1000,10000,100000] [--migrate-scales N,..] [--runs R] [--plots DIR]
-//!     [--only append,session,migrate] [--session-baselines jsonl,..] [--markdown FILE]
+//!     [--scales 1000,10000,100000] [--migrate-scales N,..] [--check-scales N,..] [--runs R]
+//!     [--plots DIR] [--only append,session,migrate,check] [--session-baselines jsonl,..] [--markdown FILE]
 //!     [--dir DIR]
 //! ```
 //!
@@ -71,6 +71,7 @@ fn parse_args(raw: Vec<String>) -> Args {
             "--migrate-scales" => {
                 args.config.migrate_scales = numbers(it.next(), "--migrate-scales")
             }
+            "--check-scales" => args.config.check_scales = numbers(it.next(), "--check-scales"),
             "--runs" => {
                 let runs = numbers(it.next(), "--runs");
                 args.config.runs = runs.first().map_or(1, |&r| r.max(1) as usize);
@@ -85,7 +86,7 @@ fn parse_args(raw: Vec<String>) -> Args {
                     .find(|g| !compare::GROUPS.contains(&g.as_str()))
                 {
                     usage(&format!(
-                        "--only: unknown group {bad} (append, session, migrate)"
+                        "--only: unknown group {bad} (append, session, migrate, check)"
                     ));
                 }
             }
@@ -156,6 +157,7 @@ fn main() {
             "quick": args.config.quick,
             "scales": args.config.scales,
             "migrateScales": args.config.migrate_scales,
+            "checkScales": args.config.check_scales,
             "runs": args.config.runs,
             "machine": compare::machine(),
         });

@@ -2,6 +2,7 @@
 //! and each baseline in one run, at several scales, with the cross-cell targets.
 
 pub mod append;
+pub mod check;
 pub mod migrate;
 pub mod plot;
 pub mod report;
@@ -17,7 +18,7 @@ use self::report::{Bound, Cell, Summary};
 use self::session::{session_cells, SessionShape};
 
 /// Every workload name that a complete report carries.
-pub const WORKLOADS: [&str; 9] = [
+pub const WORKLOADS: [&str; 10] = [
     "append",
     "import",
     "size",
@@ -27,10 +28,11 @@ pub const WORKLOADS: [&str; 9] = [
     "verify",
     "migrate-v0",
     "migrate-v2",
+    "check",
 ];
 
 /// The groups of workloads, for `--only`.
-pub const GROUPS: [&str; 3] = ["append", "session", "migrate"];
+pub const GROUPS: [&str; 4] = ["append", "session", "migrate", "check"];
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -40,13 +42,16 @@ pub struct Config {
     pub scales: Vec<u64>,
     /// Events of the migration sources (V0: before its stream expansion).
     pub migrate_scales: Vec<u64>,
+    /// Events of the generated logs that `check` reads, one cell per version and scale.
+    pub check_scales: Vec<u64>,
     pub runs: usize,
     /// Runs at scales of a million events and more (each run there takes minutes).
     pub runs_large: usize,
     pub point_reads: usize,
     pub append_rounds: usize,
     pub append_batches_per_round: usize,
-    /// Which groups run: `append`, `session` (import, size, opens, reads, verify), `migrate`.
+    /// Which groups run: `append`, `session` (import, size, opens, reads, verify), `migrate`,
+    /// `check`.
     pub groups: Vec<String>,
     /// The baselines of the session workloads (all by default); a very large scale can be
     /// run against fewer of them.
@@ -60,6 +65,8 @@ impl Config {
             quick: false,
             scales: vec![1_000, 10_000, 100_000],
             migrate_scales: vec![1_000, 10_000, 100_000],
+            // The reference log: 70,000 events, 96 MB of V3.
+            check_scales: vec![70_000],
             runs: 3,
             runs_large: 1,
             point_reads: 5,
@@ -76,6 +83,7 @@ impl Config {
             quick: true,
             scales: vec![300],
             migrate_scales: vec![200],
+            check_scales: vec![300],
             runs: 1,
             runs_large: 1,
             point_reads: 1,
@@ -136,6 +144,16 @@ pub fn run(config: &Config, dir: &Path) -> Vec<Cell> {
             eprintln!("migrate: v{} of {n_events} events", version.number());
             let runs = config.runs_at(n_events);
             cells.push(migrate::migrate_cell(dir, version, n_events, runs));
+        }
+    }
+    for version in check::CHECK_VERSIONS
+        .into_iter()
+        .filter(|_| runs_group("check"))
+    {
+        for &n_events in &config.check_scales {
+            eprintln!("check: v{} of {n_events} events", version.number());
+            let runs = config.runs_at(n_events);
+            cells.push(check::check_cell(dir, version, n_events, runs));
         }
     }
     cells.sort_by_key(|c| WORKLOADS.iter().position(|w| *w == c.workload));

@@ -167,7 +167,7 @@ fn size_cell(built: &Built, shape: &SessionShape) -> Cell {
 }
 
 /// One child process's measurement: seconds, peak resident KiB, derived bytes.
-fn child(args: &[&str]) -> (f64, u64) {
+pub(crate) fn child(args: &[&str]) -> (f64, u64) {
     let exe = std::env::current_exe().expect("own path");
     let output = Command::new(exe)
         .arg("--child")
@@ -190,6 +190,7 @@ fn child(args: &[&str]) -> (f64, u64) {
 pub fn child_main(args: &[String]) -> String {
     let path = PathBuf::from(args.get(1).expect("a path"));
     let (seconds, bytes) = match args[0].as_str() {
+        kind @ ("check" | "ignored-any") => crate::compare::check::run_child(kind, &path),
         "open" => {
             let started = std::time::Instant::now();
             let store = Store::open(&path).expect("the store");
