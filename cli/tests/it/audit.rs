@@ -179,7 +179,11 @@ fn demo_runs_end_to_end() {
     assert_eq!(json.status.code(), Some(0), "{}", stderr(&json));
     let doc: Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(doc["ok"], Value::Bool(true));
-    assert_eq!(doc["sessions"], Value::from(6), "every session is stored, the V4 one too");
+    assert_eq!(
+        doc["sessions"],
+        Value::from(6),
+        "every session is stored, the V4 one too"
+    );
     assert_eq!(doc["audit"]["sessions"], Value::from(9));
 
     let again = sessionlog(&["demo", "--events", "150", "--dir", dir_text]);
