@@ -121,30 +121,18 @@ pub(crate) fn print_table(outcomes: &[FileOutcome], dry_run: bool) {
             .map(|v| format!("v{v}"))
             .unwrap_or_else(|| "?".to_owned());
         let what = match &outcome.outcome {
-            Outcome::Converted { requests_proved } => {
-                let verb = if dry_run {
-                    "would convert"
-                } else {
-                    "converted"
-                };
-                let proof = match requests_proved {
-                    Some(n) => format!("{n} requests proved"),
-                    None => "not proved: --no-verify".to_owned(),
-                };
-                format!("{verb} {from} -> v{} ({proof}) {target}", outcome.to)
-            }
+            Outcome::Converted { requests_proved } => format!(
+                "{} {from} -> v{} ({}) {target}",
+                converted_verb(dry_run),
+                outcome.to,
+                proof_text(*requests_proved)
+            ),
             Outcome::Current => format!("current ({from}) {target}"),
             Outcome::Refused { reason, .. } => format!("refused ({from}): {reason}"),
         };
         println!("{}: {what}", outcome.source.display());
     }
-    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(&o.outcome)).count();
-    println!(
-        "{} converted, {} already current, {} refused",
-        count(|o| matches!(o, Outcome::Converted { .. })),
-        count(|o| matches!(o, Outcome::Current)),
-        count(|o| matches!(o, Outcome::Refused { .. })),
-    );
+    print_counts(outcomes.iter().map(|o| &o.outcome));
 }
 
 /// `migrate --db DB SESSION... --to N`: each session's successor as a new session of the same
@@ -243,25 +231,41 @@ fn print_session_table(outcomes: &[SessionOutcome], dry_run: bool) {
         let target = outcome.target.clone().unwrap_or_default();
         let from = outcome.from;
         let what = match &outcome.outcome {
-            Outcome::Converted { requests_proved } => {
-                let verb = if dry_run {
-                    "would convert"
-                } else {
-                    "converted"
-                };
-                let proof = match requests_proved {
-                    Some(n) => format!("{n} requests proved"),
-                    None => "not proved: --no-verify".to_owned(),
-                };
-                format!("{verb} v{from} -> v{} ({proof}) as {target}", outcome.to)
-            }
+            Outcome::Converted { requests_proved } => format!(
+                "{} v{from} -> v{} ({}) as {target}",
+                converted_verb(dry_run),
+                outcome.to,
+                proof_text(*requests_proved)
+            ),
             Outcome::Current if target.is_empty() => format!("current (v{from})"),
             Outcome::Current => format!("current (v{from}): {target} exists"),
+            // A session that could not be read has no version to show (`from` is 0).
+            Outcome::Refused { reason, .. } if from == 0 => format!("refused: {reason}"),
             Outcome::Refused { reason, .. } => format!("refused (v{from}): {reason}"),
         };
         println!("{}: {what}", outcome.session);
     }
-    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(&o.outcome)).count();
+    print_counts(outcomes.iter().map(|o| &o.outcome));
+}
+
+fn converted_verb(dry_run: bool) -> &'static str {
+    if dry_run {
+        "would convert"
+    } else {
+        "converted"
+    }
+}
+
+fn proof_text(requests_proved: Option<u64>) -> String {
+    match requests_proved {
+        Some(n) => format!("{n} requests proved"),
+        None => "not proved: --no-verify".to_owned(),
+    }
+}
+
+/// The table's last line, for files and stored sessions alike.
+fn print_counts<'a>(outcomes: impl Iterator<Item = &'a Outcome> + Clone) {
+    let count = |f: fn(&Outcome) -> bool| outcomes.clone().filter(|o| f(o)).count();
     println!(
         "{} converted, {} already current, {} refused",
         count(|o| matches!(o, Outcome::Converted { .. })),
