@@ -48,10 +48,7 @@ impl SessionInfo {
 
     /// The rules the session's events follow: those of its version.
     pub fn context(&self) -> RuleContext {
-        RuleContext {
-            version: self.version(),
-            snapshot: self.snapshot,
-        }
+        crate::types::session_context(&self.header, self.snapshot)
     }
 }
 

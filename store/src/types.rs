@@ -118,6 +118,19 @@ pub fn stored_version(header: &SessionHeader) -> Option<FormatVersion> {
         .filter(|version| STORED_VERSIONS.contains(version))
 }
 
+/// The rules a stored session's events follow: its version's (V3 when the header names none
+/// a store keeps, which every backend refuses as corrupt before it gets here) and its
+/// snapshot flag. The one definition behind `SessionInfo::context` and the redb records.
+pub fn session_context(
+    header: &SessionHeader,
+    snapshot: bool,
+) -> sessionlog_format::rules::RuleContext {
+    sessionlog_format::rules::RuleContext {
+        version: stored_version(header).unwrap_or(FormatVersion::V3),
+        snapshot,
+    }
+}
+
 /// What every backend checks of a new session's header before it creates the session: an
 /// id that can name a stored session, a version the store keeps (V3 or V4), and that
 /// version's header rules.

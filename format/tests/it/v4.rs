@@ -150,11 +150,18 @@ fn check_rows(rows: &[Value]) -> Result<(), String> {
     check_rows_in(rows, SnapshotMode::Off)
 }
 
+/// The header of the rule tables' logs: unseeded.
+const UNSEEDED_HEADER: &str =
+    r#"{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0}"#;
+
 /// [`check_rows`] in a snapshot mode.
 fn check_rows_in(rows: &[Value], snapshot: SnapshotMode) -> Result<(), String> {
-    let mut text = String::from(
-        r#"{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0}"#,
-    );
+    check_log(UNSEEDED_HEADER, rows, snapshot)
+}
+
+/// Reads `header` and `rows` (seq and time filled in) as one V4 log; the first fault's text.
+fn check_log(header: &str, rows: &[Value], snapshot: SnapshotMode) -> Result<(), String> {
+    let mut text = String::from(header);
     for (seq, row) in rows.iter().enumerate() {
         let mut row = row.clone();
         let object = row.as_object_mut().unwrap();
@@ -443,25 +450,8 @@ fn snapshot_mode_relaxes_the_header_binding() {
 // Method: the base rows under a seeded header, with and without a marker after a prefix.
 #[test]
 fn a_seeded_v4_session_needs_its_inherited_marker() {
-    let read = |rows: &[Value]| {
-        let mut text = String::from(
-            r#"{"type":"session","version":4,"id":"s","createdAt":1,"parentSession":"p","isSeeded":true,"delegationDepth":1}"#,
-        );
-        for (seq, row) in rows.iter().enumerate() {
-            let mut row = row.clone();
-            let object = row.as_object_mut().unwrap();
-            object.insert("seq".into(), json!(seq));
-            object.insert("time".into(), json!(seq));
-            text.push('\n');
-            text.push_str(&row.to_string());
-        }
-        text.push('\n');
-        match read_log(text.as_bytes(), ReadOptions::default()) {
-            Ok(_) => Ok(()),
-            Err(sessionlog_format::ReadError::Fault(fault)) => Err(fault.message),
-            Err(other) => Err(other.to_string()),
-        }
-    };
+    let header = r#"{"type":"session","version":4,"id":"s","createdAt":1,"parentSession":"p","isSeeded":true,"delegationDepth":1}"#;
+    let read = |rows: &[Value]| check_log(header, rows, SnapshotMode::Off);
     let refusal = "format v4 seeded header disagrees with its last inherited end-seed marker";
     assert_eq!(read(&base_rows()), Err(refusal.to_owned()));
     let mut own = base_rows();

@@ -13,7 +13,7 @@ use sessionlog_format::fold::{FoldCheckpoint, SessionFold, FOLD_CHECKPOINT_VERSI
 use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::relations::Identity;
 use sessionlog_format::rules::RuleContext;
-use sessionlog_format::{Event, FormatVersion, SessionHeader};
+use sessionlog_format::{Event, SessionHeader};
 
 use super::blocks::{check_link, Records, BLOCKS};
 use super::sealer::Pending;
@@ -44,10 +44,7 @@ pub(crate) struct SessionState {
 /// The rules a session's events follow: those of its version (a decoded record's header names
 /// V3 or V4).
 pub(crate) fn context_of(record: &SessionRecord) -> RuleContext {
-    RuleContext {
-        version: crate::types::stored_version(&record.header).unwrap_or(FormatVersion::V3),
-        snapshot: record.snapshot,
-    }
+    crate::types::session_context(&record.header, record.snapshot)
 }
 
 fn storage(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
