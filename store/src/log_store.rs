@@ -112,9 +112,31 @@ pub trait LogStore: Send + Sync {
     /// without one, `Some(Err(reason))` when it cannot be decoded.
     fn checkpoint(&self, session: &str) -> Result<Option<StoredCheckpoint>, StoreError>;
 
+    /// The session's kept checkpoint records (docs/format.md, "Checkpoint record"), by the
+    /// `next_seq` they are keyed at, in any order; none for a backend that keeps only the
+    /// latest checkpoint.
+    fn kept_checkpoints(&self, session: &str) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let _ = session;
+        Ok(Vec::new())
+    }
+
+    /// The kept checkpoint record keyed at the greatest `next_seq` of at most `end_seq`, with
+    /// that `next_seq`; `None` when there is none (or the backend keeps none).
+    fn kept_checkpoint_below(
+        &self,
+        session: &str,
+        end_seq: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        Ok(self
+            .kept_checkpoints(session)?
+            .into_iter()
+            .filter(|(next_seq, _)| *next_seq <= end_seq)
+            .max_by_key(|(next_seq, _)| *next_seq))
+    }
+
     /// The fold at `at_seq` inclusive (`None`: the head).
     fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
-        fold_from_scratch(self, session, at_seq)
+        fold_from_checkpoint(self, session, at_seq)
     }
 
     /// Whether [`LogStore::append_group`] commits a group at once (one fsync for every batch):
@@ -208,8 +230,9 @@ pub fn with_fold<T>(
 /// A decoded checkpoint, or why it could not be decoded.
 pub type StoredCheckpoint = Result<(u64, ChainHash, FoldCheckpoint), String>;
 
-/// Folds `session` from seq 0 through `at_seq` (the head when `None`) over range reads.
-pub fn fold_from_scratch<S: LogStore + ?Sized>(
+/// Folds `session` through `at_seq` (the head when `None`) over range reads: from the nearest
+/// usable checkpoint at or below it (the latest one or a kept one), else from seq 0.
+pub fn fold_from_checkpoint<S: LogStore + ?Sized>(
     store: &S,
     session: &str,
     at_seq: Option<u64>,
@@ -224,8 +247,9 @@ pub fn fold_from_scratch<S: LogStore + ?Sized>(
             next_seq: head.next_seq,
         });
     }
-    let mut fold = info.fold();
-    for_each_event(store, session, 0, end_seq, |event| {
+    let mut fold = resume_nearest(store, session, &info, end_seq)?.unwrap_or_else(|| info.fold());
+    let from_seq = fold.admission().next_seq();
+    for_each_event(store, session, from_seq, end_seq, |event| {
         let seq = event.seq;
         fold.admit(Arc::new(event))
             .map_err(|violation| StoreError::Corrupt {
@@ -234,6 +258,64 @@ pub fn fold_from_scratch<S: LogStore + ?Sized>(
     })?;
     debug_assert_eq!(fold.admission().next_seq(), end_seq);
     Ok(fold)
+}
+
+/// The fold resumed from the nearest checkpoint keyed at most `end_seq` that decodes, resumes
+/// to its own `next_seq` and carries the stored chain of its last record.
+fn resume_nearest<S: LogStore + ?Sized>(
+    store: &S,
+    session: &str,
+    info: &SessionInfo,
+    end_seq: u64,
+) -> Result<Option<SessionFold>, StoreError> {
+    let mut candidates = Vec::with_capacity(2);
+    if let Some(Ok(latest)) = store.checkpoint(session)? {
+        if latest.0 <= end_seq {
+            candidates.push(latest);
+        }
+    }
+    if let Some((key, bytes)) = store.kept_checkpoint_below(session, end_seq)? {
+        if let Ok(kept) = crate::embedded::backend::decode_checkpoint(&bytes) {
+            if kept.0 == key {
+                candidates.push(kept);
+            }
+        }
+    }
+    candidates.sort_by_key(|(next_seq, _, _)| std::cmp::Reverse(*next_seq));
+    for (next_seq, chain, checkpoint) in candidates {
+        if next_seq == 0 {
+            continue;
+        }
+        let stored = store.read_records(session, next_seq - 1, next_seq)?;
+        let Some(last) = stored.first().filter(|r| r.seq == next_seq - 1) else {
+            continue;
+        };
+        match record::check_record_crc(&last.bytes) {
+            Ok(header) if header.chain == chain => {}
+            _ => continue,
+        }
+        let mut failure = None;
+        let resumed = SessionFold::resume(info.context(), checkpoint, |seq| {
+            match store.read_range(session, seq, seq + 1) {
+                Ok(mut events) if events.len() == 1 => events.pop().map(Arc::new),
+                Ok(_) => None,
+                Err(error) => {
+                    failure = Some(error);
+                    None
+                }
+            }
+        });
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        if let Ok(mut fold) = resumed {
+            if fold.admission().next_seq() == next_seq {
+                fold.set_identity(sessionlog_format::relations::Identity::of(&info.header));
+                return Ok(Some(fold));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Calls `f` with every event `from_seq..to_seq`, reading [`READ_EVENTS_MAX`] at a time.

@@ -36,7 +36,7 @@ use crate::embedded::{
 };
 use crate::location::redact_url;
 use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
-use crate::types::{check_import_resume, FoundImport};
+use crate::types::{check_import_resume, keeps_checkpoint, FoundImport};
 
 /// The schema migrations, in order: `(version, name, SQL)`.
 pub const SCHEMA_MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -51,13 +51,20 @@ pub const SCHEMA_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0003_format_version",
         include_str!("../sql/0003_format_version.sql"),
     ),
+    (
+        4,
+        "0004_kept_checkpoints",
+        include_str!("../sql/0004_kept_checkpoints.sql"),
+    ),
 ];
 /// The schema version this build writes; a newer database is refused.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 /// The first schema with the sessions' `importing` column.
 const SCHEMA_IMPORTING: i64 = 2;
 /// The first schema with the sessions' `format_version` column (and so with V4 sessions).
 const SCHEMA_FORMAT_VERSION: i64 = 3;
+/// The first schema with the kept checkpoints' table.
+const SCHEMA_KEPT_CHECKPOINTS: i64 = 4;
 /// Connections one store keeps open.
 pub const POOL_CONNECTIONS_MAX: usize = 4;
 /// Rows one INSERT statement carries (3 parameters each, far below the 65535 limit).
@@ -348,7 +355,11 @@ impl PgStore {
         }
         let next_seq = state.fold.admission().next_seq();
         let checkpoint = if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
-            Some((next_seq, encode_checkpoint(&state.fold, &chain)?))
+            Some(BatchCheckpoint {
+                next_seq,
+                bytes: encode_checkpoint(&state.fold, &chain)?,
+                kept: keeps_checkpoint(state.checkpoint_next_seq, next_seq),
+            })
         } else {
             None
         };
@@ -563,7 +574,7 @@ impl PgStore {
         client: &mut Client,
         session: &str,
         records: &[(u64, Vec<u8>)],
-        checkpoint: Option<(u64, Vec<u8>)>,
+        checkpoint: Option<BatchCheckpoint>,
     ) -> Result<(), postgres::Error> {
         let mut txn = client.transaction()?;
         for chunk in records.chunks(INSERT_ROWS_MAX) {
@@ -583,15 +594,68 @@ impl PgStore {
             }
             txn.execute(sql.as_str(), &params)?;
         }
-        if let Some((next_seq, bytes)) = checkpoint {
+        if let Some(BatchCheckpoint {
+            next_seq,
+            bytes,
+            kept,
+        }) = checkpoint
+        {
             txn.execute(
                 "INSERT INTO sessionlog_checkpoints (session_id, next_seq, record) \
                  VALUES ($1, $2, $3) ON CONFLICT (session_id) \
                  DO UPDATE SET next_seq = excluded.next_seq, record = excluded.record",
                 &[&session, &to_sql_seq(next_seq), &bytes],
             )?;
+            if kept {
+                txn.execute(
+                    "INSERT INTO sessionlog_kept_checkpoints (session_id, next_seq, record) \
+                     VALUES ($1, $2, $3) ON CONFLICT (session_id, next_seq) DO NOTHING",
+                    &[&session, &to_sql_seq(next_seq), &bytes],
+                )?;
+            }
         }
         txn.commit()
+    }
+}
+
+/// A checkpoint written with a batch: the latest one, and `kept` for good as well.
+struct BatchCheckpoint {
+    next_seq: u64,
+    bytes: Vec<u8>,
+    kept: bool,
+}
+
+impl PgStore {
+    /// The session's kept checkpoint records keyed at most `end_seq`, ascending (only the
+    /// last of them when `last_only`); none on a schema older than their table.
+    fn query_kept_checkpoints(
+        &self,
+        session: &str,
+        end_seq: u64,
+        last_only: bool,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let mut client = self.client();
+        self.read_info(&mut client, session)?;
+        if self.schema < SCHEMA_KEPT_CHECKPOINTS {
+            return Ok(Vec::new());
+        }
+        let sql = if last_only {
+            "SELECT next_seq, record FROM sessionlog_kept_checkpoints \
+             WHERE session_id = $1 AND next_seq <= $2 ORDER BY next_seq DESC LIMIT 1"
+        } else {
+            "SELECT next_seq, record FROM sessionlog_kept_checkpoints \
+             WHERE session_id = $1 AND next_seq <= $2 ORDER BY next_seq"
+        };
+        let rows = client
+            .query(sql, &[&session, &to_sql_seq(end_seq)])
+            .map_err(pg_error)?;
+        rows.iter()
+            .map(|row| {
+                let next_seq: i64 = row.try_get(0).map_err(pg_error)?;
+                let bytes: Vec<u8> = row.try_get(1).map_err(pg_error)?;
+                Ok((from_sql_seq(session, next_seq)?, bytes))
+            })
+            .collect()
     }
 }
 
@@ -886,10 +950,23 @@ impl LogStore for PgStore {
         .transpose()
     }
 
-    /// The head from the warm fold, caught up with the database; an earlier seq from scratch.
+    fn kept_checkpoints(&self, session: &str) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.query_kept_checkpoints(session, u64::MAX, false)
+    }
+
+    fn kept_checkpoint_below(
+        &self,
+        session: &str,
+        end_seq: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        Ok(self.query_kept_checkpoints(session, end_seq, true)?.pop())
+    }
+
+    /// The head from the warm fold, caught up with the database; an earlier seq from the
+    /// nearest checkpoint below it.
     fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
         if at_seq.is_some() {
-            return crate::log_store::fold_from_scratch(self, session, at_seq);
+            return crate::log_store::fold_from_checkpoint(self, session, at_seq);
         }
         let mut client = self.client();
         let state = self.session_state(&mut client, session, Writer::Client)?;

@@ -17,6 +17,17 @@ pub const BATCH_EVENTS_MAX: usize = 65_536;
 pub use sessionlog_format::header::SESSION_ID_BYTES_MAX;
 /// A fold checkpoint is written when this many events have been appended since the last one.
 pub const CHECKPOINT_INTERVAL_EVENTS: u64 = 1024;
+/// Besides the latest checkpoint, the first one written at or past each multiple of this many
+/// events is kept for good: a read at a past seq folds from the nearest kept one below it, so
+/// its cost follows its distance from that checkpoint (at most this interval plus
+/// [`CHECKPOINT_INTERVAL_EVENTS`] and one batch), never the log's length.
+pub const KEPT_CHECKPOINT_INTERVAL_EVENTS: u64 = 16_384;
+
+/// Whether the checkpoint written at `next_seq`, after the one at `previous_next_seq`, is the
+/// first at or past a multiple of [`KEPT_CHECKPOINT_INTERVAL_EVENTS`] and so is kept.
+pub fn keeps_checkpoint(previous_next_seq: u64, next_seq: u64) -> bool {
+    next_seq / KEPT_CHECKPOINT_INTERVAL_EVENTS > previous_next_seq / KEPT_CHECKPOINT_INTERVAL_EVENTS
+}
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

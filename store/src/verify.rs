@@ -39,6 +39,7 @@ fn verify_session<S: LogStore + ?Sized>(
         record::genesis_chain(&info.header),
         info.fold(),
         &checkpoint,
+        store.kept_checkpoints(session)?,
     );
     let mut from_seq = 0;
     loop {

@@ -117,7 +117,15 @@ impl LogStore for Store {
         })
     }
 
-    /// The head from the warm fold; an earlier seq folded from the start.
+    fn kept_checkpoints(&self, session: &str) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        guard("reading the kept checkpoints", || {
+            let txn = self.db().begin_read().map_err(storage)?;
+            let record = session_record(&txn, session)?;
+            super::verify::read_kept_checkpoints(&txn, record.key)
+        })
+    }
+
+    /// The head from the warm fold; an earlier seq folded from the nearest checkpoint below.
     fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
         match at_seq {
             None => self.with_fold(session, SessionFold::clone),

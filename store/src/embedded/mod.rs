@@ -32,14 +32,15 @@ use sessionlog_format::{Event, SessionHeader};
 use self::blocks::BLOCKS;
 use self::sealer::{Hint, Sealer};
 use self::session::SessionState;
-use self::tables::{CHECKPOINTS, EVENTS, META, META_KEY, SESSIONS};
+use self::tables::{CHECKPOINTS, EVENTS, KEPT_CHECKPOINTS, META, META_KEY, SESSIONS};
 pub use self::tables::{STORE_FORMAT_VERSION, STORE_VERSION_BLOCKS, STORE_VERSION_V4_SESSIONS};
 pub use self::wal::{wal_path, WalFile};
 pub use crate::types::DamagedFrame;
 pub use crate::types::Head;
 pub use crate::types::{
     admit_expected, check_new_header, check_session_id, AppendAck, AppendRequest, StorageFailure,
-    StoreError, BATCH_EVENTS_MAX, CHECKPOINT_INTERVAL_EVENTS, SESSION_ID_BYTES_MAX,
+    StoreError, BATCH_EVENTS_MAX, CHECKPOINT_INTERVAL_EVENTS, KEPT_CHECKPOINT_INTERVAL_EVENTS,
+    SESSION_ID_BYTES_MAX,
 };
 
 use self::wal::{FrameBuilder, Replay, Wal, WalEntry};
@@ -532,6 +533,8 @@ impl Store {
             txn.open_table(SESSIONS).map_err(StoreError::storage)?;
             txn.open_table(EVENTS).map_err(StoreError::storage)?;
             txn.open_table(CHECKPOINTS).map_err(StoreError::storage)?;
+            txn.open_table(KEPT_CHECKPOINTS)
+                .map_err(StoreError::storage)?;
             txn.open_table(BLOCKS).map_err(StoreError::storage)?;
         }
         txn.commit().map_err(StoreError::storage)
@@ -816,10 +819,14 @@ impl Store {
             let mut checkpoints = txn
                 .open_table(CHECKPOINTS)
                 .map_err(|e| fail(StoreError::storage(e)))?;
+            let mut kept_checkpoints = txn
+                .open_table(KEPT_CHECKPOINTS)
+                .map_err(|e| fail(StoreError::storage(e)))?;
             for request in requests {
                 let mut tables = GroupTables {
                     events: &mut events,
                     checkpoints: &mut checkpoints,
+                    kept_checkpoints: &mut kept_checkpoints,
                 };
                 let staged = self.stage(request, writer, &mut tables, &mut frame, &mut hints);
                 match staged {
@@ -897,6 +904,12 @@ impl Store {
                 .checkpoints
                 .insert(state.key, bytes.as_slice())
                 .map_err(StoreError::storage)?;
+            if crate::types::keeps_checkpoint(state.checkpoint_next_seq, next_seq) {
+                tables
+                    .kept_checkpoints
+                    .insert((state.key, next_seq), bytes.as_slice())
+                    .map_err(StoreError::storage)?;
+            }
             state.checkpoint_next_seq = next_seq;
         }
         if state.pending.take_due() {
@@ -1189,6 +1202,7 @@ enum Listed {
 struct GroupTables<'a, 't> {
     events: &'a mut redb::Table<'t, (u64, u64), &'static [u8]>,
     checkpoints: &'a mut redb::Table<'t, u64, &'static [u8]>,
+    kept_checkpoints: &'a mut redb::Table<'t, (u64, u64), &'static [u8]>,
 }
 
 /// The blocks table as a write transaction opens it.

@@ -17,11 +17,10 @@ use sessionlog_format::{Event, SessionHeader};
 
 use super::blocks::{check_link, Records, BLOCKS};
 use super::sealer::Pending;
-use super::tables::{self, CheckpointRecord, SessionRecord, CHECKPOINTS, EVENTS, SESSIONS};
+use super::tables::{
+    self, CheckpointRecord, SessionRecord, CHECKPOINTS, EVENTS, KEPT_CHECKPOINTS, SESSIONS,
+};
 use super::StoreError;
-
-/// zstd level of checkpoint bodies.
-const CHECKPOINT_ZSTD_LEVEL: i32 = 3;
 
 pub(crate) struct SessionState {
     pub(crate) key: u64,
@@ -153,17 +152,7 @@ impl SessionState {
 
     /// Encodes the fold checkpoint record for the state as it is now.
     pub(crate) fn encode_checkpoint(&self) -> Result<Vec<u8>, StoreError> {
-        let checkpoint = self.fold.checkpoint();
-        let mut raw = Vec::new();
-        binary::to_vec(&checkpoint, &mut raw).map_err(storage)?;
-        let body = zstd::bulk::compress(&raw, CHECKPOINT_ZSTD_LEVEL).map_err(storage)?;
-        let record = CheckpointRecord {
-            version: FOLD_CHECKPOINT_VERSION,
-            next_seq: self.fold.admission().next_seq(),
-            chain: self.head_chain,
-            body,
-        };
-        Ok(tables::encode_checkpoint(&record))
+        super::backend::encode_checkpoint(&self.fold, &self.head_chain)
     }
 }
 
@@ -195,7 +184,19 @@ fn load_checkpoint(
     let Some(bytes) = checkpoints.get(key).map_err(storage)? else {
         return Ok(None);
     };
-    let Ok((record, checkpoint)) = decode_checkpoint_body(bytes.value()) else {
+    resume_checkpoint(txn, session, key, ctx, bytes.value())
+}
+
+/// The fold and chain a checkpoint record holds, its live nodes read back from the log; `None`
+/// when the record is damaged, of another version, or does not resume to its own `next_seq`.
+fn resume_checkpoint(
+    txn: &ReadTransaction,
+    session: &str,
+    key: u64,
+    ctx: RuleContext,
+    bytes: &[u8],
+) -> Result<Option<(SessionFold, ChainHash)>, StoreError> {
+    let Ok((record, checkpoint)) = decode_checkpoint_body(bytes) else {
         return Ok(None);
     };
     let events = txn.open_table(EVENTS).map_err(storage)?;
@@ -220,6 +221,54 @@ fn load_checkpoint(
         }
         _ => Ok(None),
     }
+}
+
+/// The fold and chain from the nearest checkpoint at or below `end_seq` (the latest one or a
+/// kept one) whose chain is the stored chain of its last record; `None` when there is none to
+/// use (a store from before kept checkpoints has only its latest one).
+fn nearest_checkpoint(
+    txn: &ReadTransaction,
+    session: &str,
+    record: &SessionRecord,
+    end_seq: u64,
+) -> Result<Option<(SessionFold, ChainHash)>, StoreError> {
+    let mut candidates: Vec<(u64, Vec<u8>)> = Vec::with_capacity(2);
+    let latest = txn.open_table(CHECKPOINTS).map_err(storage)?;
+    if let Some(bytes) = latest.get(record.key).map_err(storage)? {
+        if let Ok(header) = tables::decode_checkpoint(bytes.value()) {
+            if header.next_seq <= end_seq {
+                candidates.push((header.next_seq, bytes.value().to_vec()));
+            }
+        }
+    }
+    match txn.open_table(KEPT_CHECKPOINTS) {
+        Ok(kept) => {
+            let below = kept
+                .range((record.key, 1)..=(record.key, end_seq))
+                .map_err(storage)?
+                .next_back()
+                .transpose()
+                .map_err(storage)?;
+            if let Some((stored_key, bytes)) = below {
+                candidates.push((stored_key.value().1, bytes.value().to_vec()));
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(error) => return Err(storage(error)),
+    }
+    candidates.sort_by_key(|(next_seq, _)| std::cmp::Reverse(*next_seq));
+    for (next_seq, bytes) in candidates {
+        let resumed = resume_checkpoint(txn, session, record.key, context_of(record), &bytes)?;
+        let Some((fold, chain)) = resumed else {
+            continue;
+        };
+        if fold.admission().next_seq() == next_seq
+            && chain_before(txn, session, record, next_seq)? == chain
+        {
+            return Ok(Some((fold, chain)));
+        }
+    }
+    Ok(None)
 }
 
 /// One event by seq, checking its record's crc (its chain is checked by a full walk).
@@ -314,22 +363,37 @@ pub(crate) fn read_range(
     Ok(out)
 }
 
-/// Folds the session from its start through `at_seq` (the head when `None`).
+/// Folds the session through `at_seq` (the head when `None`): from the nearest checkpoint at
+/// or below it (see [`nearest_checkpoint`]), or from its start.
 pub(crate) fn fold_at(
     txn: &ReadTransaction,
     session: &str,
     at_seq: Option<u64>,
 ) -> Result<SessionFold, StoreError> {
     let record = session_record(txn, session)?;
-    let mut chain = record::genesis_chain(&record.header);
     let to_seq = at_seq.map_or(u64::MAX, |s| s.saturating_add(1));
-    let mut fold = SessionFold::new(context_of(&record));
+    let (mut fold, mut chain) = match nearest_checkpoint(txn, session, &record, to_seq)? {
+        Some(resumed) => resumed,
+        None => (
+            SessionFold::new(context_of(&record)),
+            record::genesis_chain(&record.header),
+        ),
+    };
     fold.set_identity(Identity::of(&record.header));
-    for_each_record(txn, session, record.key, 0, to_seq, &mut chain, |event| {
-        let seq = event.seq;
-        fold.admit(Arc::new(event))
-            .map_err(|v| corrupt(session, seq, v))
-    })?;
+    let from_seq = fold.admission().next_seq();
+    for_each_record(
+        txn,
+        session,
+        record.key,
+        from_seq,
+        to_seq,
+        &mut chain,
+        |event| {
+            let seq = event.seq;
+            fold.admit(Arc::new(event))
+                .map_err(|v| corrupt(session, seq, v))
+        },
+    )?;
     if let Some(at) = at_seq {
         let next_seq = fold.admission().next_seq();
         if next_seq <= at {

@@ -15,6 +15,12 @@ pub(crate) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("
 pub(crate) const EVENTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("events");
 /// Session key -> the latest fold checkpoint record.
 pub(crate) const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
+/// `(session key, next_seq)` -> a kept fold checkpoint record: one for each
+/// [`crate::types::KEPT_CHECKPOINT_INTERVAL_EVENTS`] boundary the session crossed, never
+/// rewritten, so that a read at any seq folds from the nearest one below it. Absent in stores
+/// written by builds before it (they fold such reads from seq 0).
+pub(crate) const KEPT_CHECKPOINTS: TableDefinition<(u64, u64), &[u8]> =
+    TableDefinition::new("kept_checkpoints");
 
 pub(crate) const META_KEY: &str = "store";
 

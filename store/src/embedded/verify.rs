@@ -16,7 +16,7 @@ use sessionlog_format::record::{self, ChainHash, RecordError};
 
 use super::blocks::{self, BLOCKS};
 use super::session::{context_of, decode_checkpoint_body, stored_session_record};
-use super::tables::{self, CHECKPOINTS, EVENTS, SESSIONS};
+use super::tables::{self, CHECKPOINTS, EVENTS, KEPT_CHECKPOINTS, SESSIONS};
 use super::{DamagedFrame, Store, StoreError};
 use crate::log_store::StoredCheckpoint;
 
@@ -91,6 +91,7 @@ fn verify_session(
             fold
         },
         &checkpoint,
+        read_kept_checkpoints(txn, record.key)?,
     );
     let key = record.key;
     // The blocks first, part by part: a block is its parts joined, numbered from 0.
@@ -290,6 +291,30 @@ fn check_table_counts(
     Ok(())
 }
 
+/// The session's kept checkpoint records by `next_seq` (none in a store from before them).
+pub(crate) fn read_kept_checkpoints(
+    txn: &ReadTransaction,
+    key: u64,
+) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+    let storage =
+        |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
+    let kept = match txn.open_table(KEPT_CHECKPOINTS) {
+        Ok(kept) => kept,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(StoreError::Storage(
+                crate::embedded::StorageFailure::caused_by(e),
+            ))
+        }
+    };
+    let mut out = Vec::new();
+    for entry in kept.range((key, 0)..=(key, u64::MAX)).map_err(storage)? {
+        let (stored_key, bytes) = entry.map_err(storage)?;
+        out.push((stored_key.value().1, bytes.value().to_vec()));
+    }
+    Ok(out)
+}
+
 fn read_checkpoint(
     txn: &ReadTransaction,
     key: u64,
@@ -319,6 +344,9 @@ pub(crate) struct Walk {
     checkpoint_next_seq: Option<u64>,
     /// The fresh fold's checkpoint and chain at the stored checkpoint's seq.
     fresh_checkpoint: Option<(FoldCheckpoint, ChainHash)>,
+    /// The kept checkpoint records not reached yet, by their key's `next_seq`, descending (the
+    /// next one due is last).
+    kept: Vec<(u64, Vec<u8>)>,
     /// After a lost block: the next record or block starts the walk again (its seq and chain
     /// are taken as they are), since what was lost is reported already.
     resync: bool,
@@ -331,7 +359,9 @@ impl Walk {
         chain: ChainHash,
         fold: SessionFold,
         checkpoint: &Option<StoredCheckpoint>,
+        mut kept: Vec<(u64, Vec<u8>)>,
     ) -> Walk {
+        kept.sort_by_key(|(next_seq, _)| std::cmp::Reverse(*next_seq));
         Walk {
             report: SessionReport {
                 session: session.to_owned(),
@@ -347,6 +377,7 @@ impl Walk {
                 .and_then(|c| c.as_ref().ok())
                 .map(|c| c.0),
             fresh_checkpoint: None,
+            kept,
             resync: false,
         }
     }
@@ -490,10 +521,60 @@ impl Walk {
         if Some(seq + 1) == self.checkpoint_next_seq {
             self.fresh_checkpoint = Some((fold.checkpoint(), self.chain));
         }
+        while self
+            .kept
+            .last()
+            .is_some_and(|(next_seq, _)| *next_seq <= seq + 1)
+        {
+            let Some((next_seq, bytes)) = self.kept.pop() else {
+                break;
+            };
+            if let Some(message) = self.kept_checkpoint_problem(seq + 1, next_seq, &bytes) {
+                self.report.faults.push(VerifyFault {
+                    seq: None,
+                    kind: FaultKind::Checkpoint,
+                    message,
+                });
+            }
+        }
+    }
+
+    /// What is wrong with the kept checkpoint keyed at `key`, once the fresh fold holds
+    /// `next_seq` events (`key` is at most that).
+    fn kept_checkpoint_problem(&self, next_seq: u64, key: u64, bytes: &[u8]) -> Option<String> {
+        let fold = self.fold.as_ref()?;
+        match decode_checkpoint_body(bytes) {
+            Err(reason) => Some(format!(
+                "the kept checkpoint at seq {key} cannot be read: {reason}"
+            )),
+            Ok((record, _)) if record.next_seq != key => Some(format!(
+                "the kept checkpoint keyed at seq {key} holds a fold of {} events",
+                record.next_seq
+            )),
+            // A key the walk passed without stopping on it: a seq the fold never stood at.
+            Ok(_) if key != next_seq => Some(format!(
+                "the kept checkpoint at seq {key} was not reached by the walk"
+            )),
+            Ok((record, stored)) if stored == fold.checkpoint() && record.chain == self.chain => {
+                None
+            }
+            Ok(_) => Some(format!(
+                "the kept checkpoint at seq {key} differs from a fold from scratch"
+            )),
+        }
     }
 }
 
 fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
+    if walk.report.faults.is_empty() {
+        for (key, _) in walk.kept.iter().rev() {
+            walk.report.faults.push(VerifyFault {
+                seq: None,
+                kind: FaultKind::Checkpoint,
+                message: format!("the kept checkpoint at seq {key} is past the log's end"),
+            });
+        }
+    }
     let problem = match checkpoint {
         None => None,
         Some(Err(reason)) => Some(format!("the checkpoint cannot be read: {reason}")),

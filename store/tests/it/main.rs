@@ -14,6 +14,7 @@ mod faultpos;
 mod faults;
 pub mod harness;
 mod import;
+mod kept;
 mod kill;
 mod model;
 mod mutants;

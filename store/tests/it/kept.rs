@@ -1,0 +1,280 @@
+//! Kept checkpoints (docs/format.md, "Checkpoint record"): a read at a past seq folds from the
+//! nearest kept checkpoint below it and answers what a fold from seq 0 answers, on every
+//! backend; `verify` checks each kept checkpoint against the fresh fold and names the damaged
+//! ones, which reads then pass over; a store without them (an older build's) still reads.
+
+use std::sync::Arc;
+
+use pretty_assertions::assert_eq;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
+use sessionlog_format::{Event, SessionHeader};
+use sessionlog_store::embedded::verify::FaultKind;
+use sessionlog_store::embedded::Store;
+use sessionlog_store::log_store::LogStore;
+use sessionlog_store::types::{CHECKPOINT_INTERVAL_EVENTS, KEPT_CHECKPOINT_INTERVAL_EVENTS};
+
+use crate::harness::*;
+use crate::support::*;
+
+const KEPT: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("kept_checkpoints");
+const KEPT_EVENTS: u64 = KEPT_CHECKPOINT_INTERVAL_EVENTS;
+/// Past two kept boundaries, with a tail after the second.
+const N_EVENTS: u64 = 2 * KEPT_EVENTS + 700;
+
+/// The seqs each test reads at: both sides of each kept boundary, the start and the head.
+fn probe_seqs(kept_keys: &[u64]) -> Vec<u64> {
+    let mut seqs = vec![
+        0,
+        1,
+        KEPT_EVENTS - 1,
+        KEPT_EVENTS,
+        N_EVENTS - 2,
+        N_EVENTS - 1,
+    ];
+    for key in kept_keys {
+        seqs.extend([key - 2, key - 1, *key, key + 1, key + 517]);
+    }
+    seqs.sort_unstable();
+    seqs.dedup();
+    seqs
+}
+
+/// The fold's checkpoint after each probed seq, folding the events from seq 0.
+fn scratch_checkpoints(
+    store: &dyn LogStore,
+    header: &SessionHeader,
+    events: &[Event],
+    seqs: &[u64],
+) -> Vec<FoldCheckpoint> {
+    let mut fold: SessionFold = store.session_info(&header.id).unwrap().fold();
+    let mut out = Vec::new();
+    for event in events {
+        fold.admit(Arc::new(event.clone())).unwrap();
+        if seqs.contains(&event.seq) {
+            out.push(fold.checkpoint());
+        }
+    }
+    out
+}
+
+fn kept_keys(store: &dyn LogStore, id: &str) -> Vec<u64> {
+    let mut keys: Vec<u64> = store
+        .kept_checkpoints(id)
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// Asserts that a read at every probed seq equals the fold from seq 0 there.
+fn assert_reads(store: &dyn LogStore, header: &SessionHeader, events: &[Event], name: &str) {
+    let seqs = probe_seqs(&kept_keys(store, &header.id));
+    let expected = scratch_checkpoints(store, header, events, &seqs);
+    for (seq, expected) in seqs.iter().zip(expected) {
+        let fold = store.fold_at(&header.id, Some(*seq)).unwrap();
+        assert_eq!(fold.admission().next_seq(), seq + 1, "{name} at {seq}");
+        assert_eq!(fold.checkpoint(), expected, "{name}: the fold at {seq}");
+    }
+}
+
+// Goal: every backend that keeps checkpoints keeps one per kept interval the session crossed,
+// a read at any seq equals a fold from seq 0 there, and verify (the backend's own and the
+// generic one) accepts them.
+// Method: a generated session of two kept intervals and 700 events; reads on both sides of
+// each kept boundary.
+#[test]
+fn reads_at_past_seqs_fold_from_the_nearest_kept_checkpoint() {
+    let (header, batches) = session("kept-reads", N_EVENTS);
+    let events: Vec<Event> = batches.iter().flatten().cloned().collect();
+    for backend in backends("reads_at_past_seqs_fold_from_the_nearest_kept_checkpoint") {
+        let store = backend.store.as_ref();
+        append_all(store, &header, &batches);
+        let keys = kept_keys(store, &header.id);
+        if backend.checkpoints {
+            assert_eq!(keys.len(), 2, "{}: {keys:?}", backend.name);
+            for (i, key) in keys.iter().enumerate() {
+                let boundary = (i as u64 + 1) * KEPT_EVENTS;
+                assert!(
+                    (boundary..boundary + CHECKPOINT_INTERVAL_EVENTS + 1024).contains(key),
+                    "{}: kept checkpoint {i} at {key}",
+                    backend.name
+                );
+            }
+        } else {
+            assert_eq!(keys, Vec::<u64>::new(), "{}", backend.name);
+        }
+        assert_reads(store, &header, &events, backend.name);
+        let reports = store.verify(std::slice::from_ref(&header.id)).unwrap();
+        assert!(reports[0].ok(), "{}: {:?}", backend.name, reports[0].faults);
+        let generic =
+            sessionlog_store::verify::verify(store, std::slice::from_ref(&header.id)).unwrap();
+        assert_eq!(generic, reports, "{}", backend.name);
+    }
+}
+
+/// A redb store holding the first [`N_EVENTS`] events of a generated session of `seed`, in
+/// batches of 512; returns its directory, header and those events, and the events after them
+/// (two more kept intervals).
+fn redb_session(seed: u64) -> (tempfile::TempDir, SessionHeader, Vec<Event>, Vec<Event>) {
+    let (dir, store) = temp_store();
+    let (header, batches) = generated(N_EVENTS + 2 * KEPT_EVENTS, seed);
+    let mut events: Vec<Event> = batches.into_iter().flatten().collect();
+    let rest = events.split_off(N_EVENTS as usize);
+    store.create_session(&header).unwrap();
+    append_chunks(&store, &header.id, &events);
+    drop(store);
+    (dir, header, events, rest)
+}
+
+fn append_chunks(store: &Store, id: &str, events: &[Event]) {
+    for chunk in events.chunks(512) {
+        let next_seq = store.head(id).unwrap().next_seq;
+        store.append(id, next_seq, chunk.to_vec()).unwrap();
+    }
+}
+
+/// Runs `edit` on the raw kept checkpoints table of session key 0, behind the store's back.
+fn edit_kept(dir: &tempfile::TempDir, edit: impl FnOnce(&mut redb::Table<(u64, u64), &[u8]>)) {
+    let db = Database::create(store_path(dir)).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut kept = txn.open_table(KEPT).unwrap();
+        edit(&mut kept);
+    }
+    txn.commit().unwrap();
+}
+
+fn raw_kept(dir: &tempfile::TempDir) -> Vec<((u64, u64), Vec<u8>)> {
+    let db = Database::create(store_path(dir)).unwrap();
+    let txn = db.begin_read().unwrap();
+    let kept = txn.open_table(KEPT).unwrap();
+    kept.iter()
+        .unwrap()
+        .map(|entry| {
+            let (key, value) = entry.unwrap();
+            (key.value(), value.value().to_vec())
+        })
+        .collect()
+}
+
+fn checkpoint_faults(store: &Store) -> Vec<String> {
+    let reports = store.verify(&[]).unwrap();
+    assert!(reports[0]
+        .faults
+        .iter()
+        .all(|f| f.kind == FaultKind::Checkpoint && f.seq.is_none()));
+    reports[0]
+        .faults
+        .iter()
+        .map(|f| f.message.clone())
+        .collect()
+}
+
+// Goal: a damaged kept checkpoint, one moved to another key, and one of another session's fold
+// are each a checkpoint fault naming its seq, and reads at every seq still equal a fold from
+// seq 0 (a read passes over a checkpoint it cannot use).
+// Method: flip a byte of the first kept record; then store the second's bytes under the
+// first's key; then store another session's record at the same seq under it.
+#[test]
+fn damaged_kept_checkpoints_are_reported_and_passed_over() {
+    let (dir, header, events, _) = redb_session(7);
+    let kept = raw_kept(&dir);
+    assert_eq!(kept.len(), 2);
+    let (first, second) = (kept[0].0, kept[1].0);
+
+    let mut damaged = kept[0].1.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 1;
+    edit_kept(&dir, |t| {
+        t.insert(first, damaged.as_slice()).unwrap();
+    });
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    assert_eq!(
+        checkpoint_faults(&store),
+        vec![format!(
+            "the kept checkpoint at seq {} cannot be read: checkpoint record checksum mismatch",
+            first.1
+        )]
+    );
+    assert_reads(&store, &header, &events, "damaged");
+    drop(store);
+
+    edit_kept(&dir, |t| {
+        t.insert(first, kept[1].1.as_slice()).unwrap();
+    });
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    assert_eq!(
+        checkpoint_faults(&store),
+        vec![format!(
+            "the kept checkpoint keyed at seq {} holds a fold of {} events",
+            first.1, second.1
+        )]
+    );
+    assert_reads(&store, &header, &events, "moved");
+    drop(store);
+
+    // Another session (another seed) kept a checkpoint at the same seq: its fold and chain are
+    // not this session's.
+    let (other_dir, _, _, _) = redb_session(11);
+    let foreign = raw_kept(&other_dir)
+        .into_iter()
+        .find(|(key, _)| key.1 == first.1)
+        .map(|(_, bytes)| bytes)
+        .expect("the other session kept a checkpoint at the same seq");
+    edit_kept(&dir, |t| {
+        t.insert(first, foreign.as_slice()).unwrap();
+    });
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    assert_eq!(
+        checkpoint_faults(&store),
+        vec![format!(
+            "the kept checkpoint at seq {} differs from a fold from scratch",
+            first.1
+        )]
+    );
+    assert_reads(&store, &header, &events, "foreign");
+}
+
+// Goal: a kept checkpoint past the log's end is reported; a store without the kept table (as
+// an older build wrote it) reads and verifies clean, and a writing open creates the table and
+// keeps checkpoints from then on.
+#[test]
+fn a_store_without_kept_checkpoints_reads_and_keeps_them_from_then_on() {
+    let (dir, header, events, rest) = redb_session(7);
+    let kept = raw_kept(&dir);
+    edit_kept(&dir, |t| {
+        t.insert((0, N_EVENTS + 5), kept[0].1.as_slice()).unwrap();
+    });
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    let faults = checkpoint_faults(&store);
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(
+        faults[0],
+        format!(
+            "the kept checkpoint at seq {} is past the log's end",
+            N_EVENTS + 5
+        )
+    );
+    drop(store);
+    {
+        let db = Database::create(store_path(&dir)).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.delete_table(KEPT).unwrap();
+        txn.commit().unwrap();
+    }
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    assert_eq!(kept_keys(&store, &header.id), Vec::<u64>::new());
+    assert_reads(&store, &header, &events, "without the table");
+    assert!(store.verify(&[]).unwrap()[0].ok());
+    drop(store);
+    let store = Store::open(&store_path(&dir)).unwrap();
+    assert_eq!(kept_keys(&store, &header.id), Vec::<u64>::new());
+    append_chunks(&store, &header.id, &rest);
+    let keys = kept_keys(&store, &header.id);
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(keys[0] >= 3 * KEPT_EVENTS && keys[1] >= 4 * KEPT_EVENTS);
+    assert!(store.verify(&[]).unwrap()[0].ok());
+}
