@@ -227,7 +227,13 @@ fn big_session(dir: &Path, n_events: u64) -> Vec<Row> {
         .expect("child prints its time");
     let peak_kib: u64 = fields.get(2).and_then(|v| v.parse().ok()).unwrap_or(0);
     let store = Store::open(&path).expect("store");
-    let scratch_s = time(|| store.fold_at(&id, None).expect("fold").messages().len());
+    let scratch_s = time(|| {
+        store
+            .fold_from_start(&id, None)
+            .expect("fold")
+            .messages()
+            .len()
+    });
     let mut rows = vec![Row {
         name: format!("cold open + derive messages, {n_events} events"),
         ours: cold_s,

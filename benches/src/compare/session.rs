@@ -210,7 +210,7 @@ pub fn child_main(args: &[String]) -> String {
                 .expect("sessions")
                 .pop()
                 .expect("a session");
-            let fold = store.fold_at(&id, None).expect("the fold");
+            let fold = store.fold_from_start(&id, None).expect("the fold");
             (started.elapsed().as_secs_f64(), derive_messages(&fold))
         }
         name => {

@@ -981,11 +981,25 @@ impl Store {
         }
     }
 
-    /// The fold as of `at_seq` inclusive (`None`: the head).
+    /// The fold as of `at_seq` inclusive (`None`: the head), folded in one read transaction
+    /// from the nearest usable checkpoint at or below it (a kept one or the latest one).
     pub fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
         guard("folding a session", || {
             let txn = self.db.begin_read().map_err(StoreError::storage)?;
-            session::fold_at(&txn, session, at_seq)
+            session::fold_at(&txn, session, at_seq, false)
+        })
+    }
+
+    /// [`Store::fold_at`] from seq 0, every checkpoint passed over: what a read costs without
+    /// checkpoints, and a fold the checkpoints can be checked against.
+    pub fn fold_from_start(
+        &self,
+        session: &str,
+        at_seq: Option<u64>,
+    ) -> Result<SessionFold, StoreError> {
+        guard("folding a session", || {
+            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            session::fold_at(&txn, session, at_seq, true)
         })
     }
 

@@ -365,14 +365,20 @@ pub(crate) fn read_range(
 
 /// Folds the session through `at_seq` (the head when `None`): from the nearest checkpoint at
 /// or below it (see [`nearest_checkpoint`]), or from its start.
+/// With `from_start`, every checkpoint is passed over and the fold starts at seq 0.
 pub(crate) fn fold_at(
     txn: &ReadTransaction,
     session: &str,
     at_seq: Option<u64>,
+    from_start: bool,
 ) -> Result<SessionFold, StoreError> {
     let record = session_record(txn, session)?;
     let to_seq = at_seq.map_or(u64::MAX, |s| s.saturating_add(1));
-    let (mut fold, mut chain) = match nearest_checkpoint(txn, session, &record, to_seq)? {
+    let resumed = match from_start {
+        true => None,
+        false => nearest_checkpoint(txn, session, &record, to_seq)?,
+    };
+    let (mut fold, mut chain) = match resumed {
         Some(resumed) => resumed,
         None => (
             SessionFold::new(context_of(&record)),

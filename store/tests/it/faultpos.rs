@@ -462,7 +462,7 @@ fn check_recovered(path: &Path, image: &[u8], acked: &Acked, case: &str) -> Lost
             stored[..] == expected[..head as usize],
             "{case}: {id}: stored events differ"
         );
-        let fresh = store.fold_at(id, None).unwrap();
+        let fresh = store.fold_from_start(id, None).unwrap();
         assert_eq!(fresh.admission().next_seq(), head, "{case}");
     }
     let reports = store.verify(&[]).unwrap();

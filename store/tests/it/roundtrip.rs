@@ -135,8 +135,10 @@ fn warm_fold_equals_fold_from_scratch() {
             })
             .unwrap();
     }
-    let cold = store.fold_at(&id, None).unwrap();
+    let cold = store.fold_from_start(&id, None).unwrap();
     assert_eq!(cold.messages(), reference.messages());
+    let resumed = store.fold_at(&id, None).unwrap();
+    assert_eq!(resumed.checkpoint(), cold.checkpoint());
     let reports = store.verify(&[]).unwrap();
     assert!(reports[0].ok(), "{:?}", reports[0].faults);
 }
