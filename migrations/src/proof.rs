@@ -41,7 +41,7 @@ pub(crate) struct RequestProof {
     to: FormatVersion,
     source: SessionFold,
     /// Source events read but not yet folded, oldest first.
-    queue: VecDeque<Event>,
+    queue: VecDeque<Arc<Event>>,
     /// Source request headers folded so far.
     source_requests: u64,
     /// Target request headers seen so far; each one is proved when it is seen.
@@ -75,8 +75,9 @@ impl RequestProof {
         }
     }
 
-    /// Queues the next source event.
-    pub(crate) fn source_event(&mut self, event: Event) {
+    /// Queues the next source event (shared with the stages when they pass it on unchanged;
+    /// the source fold still folds it on its own, under the source's rules).
+    pub(crate) fn source_event(&mut self, event: Arc<Event>) {
         self.queue.push_back(event);
     }
 
@@ -153,7 +154,7 @@ impl RequestProof {
                 }),
                 _ => None,
             };
-            self.source.admit(Arc::new(event)).map_err(|violation| {
+            self.source.admit(event).map_err(|violation| {
                 let detail = violation.to_string();
                 let reason = Reason::InvalidSource { detail };
                 Refusal::chain(self.from, self.to, Some(seq), reason)
