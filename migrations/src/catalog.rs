@@ -1,5 +1,7 @@
 //! The chain of adjacent edges: the [`Stage`] trait and the [`Catalog`] that checks the chain.
 
+use std::sync::Arc;
+
 use sessionlog_format::{Event, FormatVersion, SessionHeader, FORMAT_VERSION_NEWEST};
 
 use crate::error::{CatalogError, Refusal};
@@ -20,6 +22,15 @@ pub trait Stage {
     fn header(&mut self, header: SessionHeader) -> Result<SessionHeader, Refusal>;
     /// Converts the next source event, appending zero or more target events to `out`.
     fn push(&mut self, event: Event, out: &mut Vec<Event>) -> Result<(), Refusal>;
+    /// [`Stage::push`] on shared events, for a caller that keeps the source too (the
+    /// request proof): an edge that leaves an event as it is may pass it on without a copy.
+    /// The events and refusals are those of [`Stage::push`].
+    fn push_shared(&mut self, event: Arc<Event>, out: &mut Vec<Arc<Event>>) -> Result<(), Refusal> {
+        let mut owned = Vec::new();
+        self.push(Arc::unwrap_or_clone(event), &mut owned)?;
+        out.extend(owned.into_iter().map(Arc::new));
+        Ok(())
+    }
     /// Ends the log: appends any trailing events and reports the target's inherited cut.
     fn finish(&mut self, out: &mut Vec<Event>) -> Result<Finish, Refusal>;
 }

@@ -26,6 +26,7 @@
 //! moment the proof folds them; the queue holds only what the stages hold back (an unsettled
 //! assistant attempt), so the proof streams like the stages do.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -41,7 +42,7 @@ pub(crate) struct RequestProof {
     to: FormatVersion,
     source: SessionFold,
     /// Source events read but not yet folded, oldest first.
-    queue: VecDeque<Event>,
+    queue: VecDeque<Arc<Event>>,
     /// Source request headers folded so far.
     source_requests: u64,
     /// Target request headers seen so far; each one is proved when it is seen.
@@ -75,8 +76,9 @@ impl RequestProof {
         }
     }
 
-    /// Queues the next source event.
-    pub(crate) fn source_event(&mut self, event: Event) {
+    /// Queues the next source event (shared with the stages when they pass it on unchanged;
+    /// the source fold still folds it on its own, under the source's rules).
+    pub(crate) fn source_event(&mut self, event: Arc<Event>) {
         self.queue.push_back(event);
     }
 
@@ -153,7 +155,7 @@ impl RequestProof {
                 }),
                 _ => None,
             };
-            self.source.admit(Arc::new(event)).map_err(|violation| {
+            self.source.admit(event).map_err(|violation| {
                 let detail = violation.to_string();
                 let reason = Reason::InvalidSource { detail };
                 Refusal::chain(self.from, self.to, Some(seq), reason)
@@ -224,52 +226,54 @@ fn first_difference(
 
 /// What the model is sent of one message: its role, the call a tool result answers with its
 /// error flag, and its content. Sources and ids are not part of it (ids are compared apart).
+/// Borrowed from the folds' messages: only a block whose tag loses its `plugin:` prefix is a
+/// copy.
 #[derive(Debug, PartialEq)]
-struct ModelView {
-    role: Option<String>,
-    call: Option<(String, Option<bool>)>,
-    content: Vec<ContentBlock>,
+struct ModelView<'a> {
+    role: Option<&'a str>,
+    call: Option<(&'a str, Option<bool>)>,
+    content: Vec<Cow<'a, ContentBlock>>,
 }
 
-impl ModelView {
+impl<'a> ModelView<'a> {
     /// A V0 to V3 message: a tool-sourced user message holding exactly one `tool-result`
     /// wrapper is the tool message it wraps.
-    fn of_source(message: &Message) -> ModelView {
+    fn of_source(message: &'a Message) -> ModelView<'a> {
         if let [ContentBlock::ToolResult(block)] = message.content.as_slice() {
             if message.source_kind() == "tool" {
                 return ModelView {
-                    role: Some("tool".to_owned()),
-                    call: Some((block.tool_call_id.clone(), block.is_error)),
-                    content: block.content.clone(),
+                    role: Some("tool"),
+                    call: Some((block.tool_call_id.as_str(), block.is_error)),
+                    content: block.content.iter().map(Cow::Borrowed).collect(),
                 };
             }
         }
         ModelView {
-            role: message.role.clone(),
+            role: message.role.as_deref(),
             call: None,
-            content: message.content.clone(),
+            content: message.content.iter().map(Cow::Borrowed).collect(),
         }
     }
 
     /// A V4 message, with one `plugin:` prefix taken off unknown tags.
-    fn of_v4(message: &Message) -> ModelView {
+    fn of_v4(message: &'a Message) -> ModelView<'a> {
         let content = message.content.iter().map(strip_plugin_tag).collect();
         let call = (message.role.as_deref() == Some("tool")).then(|| {
             let id = message.extra.get("toolCallId").and_then(Value::as_str);
             let is_error = message.extra.get("isError").and_then(Value::as_bool);
-            (id.unwrap_or_default().to_owned(), is_error)
+            (id.unwrap_or_default(), is_error)
         });
         ModelView {
-            role: message.role.clone(),
+            role: message.role.as_deref(),
             call,
             content,
         }
     }
 }
 
-fn strip_plugin_tag(block: &ContentBlock) -> ContentBlock {
+fn strip_plugin_tag(block: &ContentBlock) -> Cow<'_, ContentBlock> {
     let ContentBlock::Other(object) = block else {
-        return block.clone();
+        return Cow::Borrowed(block);
     };
     let mut object = object.clone();
     let stripped = object
@@ -280,7 +284,7 @@ fn strip_plugin_tag(block: &ContentBlock) -> ContentBlock {
     if let Some(tag) = stripped {
         object.insert("type".to_owned(), tag.into());
     }
-    ContentBlock::Other(object)
+    Cow::Owned(ContentBlock::Other(object))
 }
 
 #[cfg(test)]

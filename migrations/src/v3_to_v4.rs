@@ -15,6 +15,9 @@
 
 mod facts;
 mod rewrite;
+mod typed;
+
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sessionlog_format::payload::TurnEnd;
@@ -175,6 +178,9 @@ pub struct V3ToV4 {
     foreign_delivery: Option<u64>,
     children: Vec<ChildFact>,
     finished: bool,
+    /// Payload rewrites on the typed payload where they can be ([`typed`]); off only in the
+    /// tests that compare both paths.
+    typed: bool,
 }
 
 impl V3ToV4 {
@@ -199,6 +205,7 @@ impl V3ToV4 {
             foreign_delivery: None,
             children,
             finished: false,
+            typed: true,
         }
     }
 
@@ -211,12 +218,44 @@ impl V3ToV4 {
         }
     }
 
-    fn push_event(&mut self, mut event: Event, out: &mut Vec<Event>) -> Result<(), V3Reason> {
+    fn push_event(&mut self, event: Event, out: &mut Vec<Event>) -> Result<(), V3Reason> {
+        let target_seq = self.note_source(&event, out)?;
+        self.convert(event, target_seq, out)
+    }
+
+    /// [`Stage::push_shared`]: an event the edge leaves as it is (its seq and payload
+    /// unchanged) passes on shared; any other is converted like [`Stage::push`] does.
+    fn push_event_shared(
+        &mut self,
+        event: Arc<Event>,
+        out: &mut Vec<Arc<Event>>,
+    ) -> Result<(), V3Reason> {
+        let mut owned = Vec::new();
+        let target_seq = self.note_source(&event, &mut owned)?;
+        out.extend(owned.drain(..).map(Arc::new));
+        if self.typed
+            && target_seq == event.seq
+            && RELEASED_V3_EVENT_TYPES.contains(&event.kind.as_str())
+            && typed::unchanged(&event.kind, &event.data)
+        {
+            self.mapping.push(target_seq);
+            out.push(event);
+            return Ok(());
+        }
+        self.convert(Arc::unwrap_or_clone(event), target_seq, &mut owned)?;
+        out.extend(owned.into_iter().map(Arc::new));
+        Ok(())
+    }
+
+    /// The per-event bookkeeping before the conversion, in dsh's order: density, the
+    /// evidenced restart (its `turn/end` goes to `out`), the lifecycle, the inherited marker,
+    /// the catalogs, the delivery audit. Returns the event's target seq.
+    fn note_source(&mut self, event: &Event, out: &mut Vec<Event>) -> Result<u64, V3Reason> {
         if event.seq != self.mapping.len() as u64 {
             return Err(V3Reason::NotDense);
         }
-        let restart = self.is_evidenced_restart(&event);
-        self.note_lifecycle(&event);
+        let restart = self.is_evidenced_restart(event);
+        self.note_lifecycle(event);
         if let Some(turn) = restart {
             let data = TurnEnd {
                 turn,
@@ -248,14 +287,27 @@ impl V3ToV4 {
             _ => {}
         }
         if event.kind == EventType::DeliveryAccepted {
-            self.audit_delivery(&event)?;
+            self.audit_delivery(event)?;
         }
+        Ok(target_seq)
+    }
+
+    /// Converts one event to its V4 form at `target_seq`: the rename of an unknown ignorable
+    /// type, the refusal of an unknown required one, the reference remap and the payload
+    /// rewrites.
+    fn convert(
+        &mut self,
+        mut event: Event,
+        target_seq: u64,
+        out: &mut Vec<Event>,
+    ) -> Result<(), V3Reason> {
+        let source_seq = event.seq;
         let known = RELEASED_V3_EVENT_TYPES.contains(&event.kind.as_str());
         if !known && event.ignorable {
             let renamed = EventType::parse(&format!("plugin:{}", event.kind));
             let data = match std::mem::replace(&mut event.data, EventData::Other(Value::Null)) {
                 EventData::Other(value) => value,
-                typed => typed.to_value(),
+                payload => payload.to_value(),
             };
             let mut opaque = Event::other(target_seq, event.time, renamed, data);
             opaque.ignorable = true;
@@ -271,7 +323,15 @@ impl V3ToV4 {
                 seq: source_seq,
             });
         }
-        let mut data = event.data.to_value();
+        if self.typed && target_seq == source_seq && typed::rewrite(&event.kind, &mut event.data) {
+            self.mapping.push(target_seq);
+            out.push(event);
+            return Ok(());
+        }
+        let mut data = match std::mem::replace(&mut event.data, EventData::Other(Value::Null)) {
+            EventData::Other(value) => value,
+            payload => payload.to_value(),
+        };
         if target_seq != source_seq {
             self.remap(&mut event, &mut data)?;
         }
@@ -458,9 +518,15 @@ pub fn event_as_v4(mut event: Event) -> Result<Event, Refusal> {
     if !RELEASED_V3_EVENT_TYPES.contains(&event.kind.as_str()) {
         return Ok(event);
     }
+    if typed::rewrite(&event.kind, &mut event.data) {
+        return Ok(event);
+    }
     let seq = event.seq;
     let refuse = |reason| V3ToV4::refuse(Some(seq), reason);
-    let mut data = event.data.to_value();
+    let mut data = match std::mem::replace(&mut event.data, EventData::Other(Value::Null)) {
+        EventData::Other(value) => value,
+        typed => typed.to_value(),
+    };
     rewrite::rewrite_sources(&event.kind, &mut data, seq).map_err(refuse)?;
     if event.kind == EventType::ToolResult {
         rewrite::lift_tool_result(&mut data, seq).map_err(refuse)?;
@@ -531,6 +597,15 @@ impl Stage for V3ToV4 {
             return Err(V3ToV4::refuse(Some(seq), V3Reason::Finished));
         }
         self.push_event(event, out)
+            .map_err(|reason| V3ToV4::refuse(Some(seq), reason))
+    }
+
+    fn push_shared(&mut self, event: Arc<Event>, out: &mut Vec<Arc<Event>>) -> Result<(), Refusal> {
+        let seq = event.seq;
+        if self.finished {
+            return Err(V3ToV4::refuse(Some(seq), V3Reason::Finished));
+        }
+        self.push_event_shared(event, out)
             .map_err(|reason| V3ToV4::refuse(Some(seq), reason))
     }
 

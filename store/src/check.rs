@@ -3,11 +3,13 @@
 use std::path::{Path, PathBuf};
 
 use sessionlog_format::{
-    Fault, FormatVersion, ReadError, ReadOptions, Recovery, Rule, SnapshotMode,
+    Event, Fault, FormatVersion, LogReader, ReadError, ReadOptions, Recovery, Rule, SnapshotMode,
 };
+use sessionlog_migrations::Refusal;
 
 use crate::error::Error;
-use crate::files::open_log;
+use crate::files::{open_log, LogInput};
+use crate::migrate::{LineMemo, MigrationSource, Refused};
 
 /// How `check` reads.
 #[derive(Debug, Clone, Copy, Default)]
@@ -64,7 +66,7 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
         recovery: Recovery::Strict,
         snapshot: options.snapshot,
     };
-    let mut reader = match open_log(path, read_options) {
+    let reader = match open_log(path, read_options) {
         Ok(reader) => reader,
         Err(error) => {
             report.errors.push(error_of(error));
@@ -73,33 +75,45 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
     };
     report.version = Some(reader.version().number());
     report.compressed = reader.compressed();
-    while let Some(next) = reader.next_event() {
-        match next {
-            Ok(_) => report.events += 1,
-            Err(error) => {
-                report.errors.push(read_error(error));
-                break;
-            }
-        }
-    }
-    report.snapshot = reader.snapshot();
+    let version = reader.version();
     // An intact older log is also run through the migration chain in memory (spec 9, 10.6),
-    // so that `check` tells whether it has a V4 successor (through V3).
-    if report.errors.is_empty() && reader.version() < FormatVersion::V4 {
-        let version = reader.version();
-        drop(reader);
-        // First the V3 successor (the note names the first version a log cannot reach), then
-        // the V4 one through it.
-        for to in [FormatVersion::V3, FormatVersion::V4] {
-            if version >= to {
-                continue;
+    // so that `check` tells whether it has a V4 successor (through V3). The first migration
+    // (to V3, or for a V3 log to V4) reads the events of the check's own pass: the reader
+    // applies every rule either way, and its outcome counts only when the pass found no fault.
+    let first = match version {
+        v if v >= FormatVersion::V4 => None,
+        v if v >= FormatVersion::V3 => Some(FormatVersion::V4),
+        _ => Some(FormatVersion::V3),
+    };
+    let mut source = CheckSource {
+        reader,
+        path,
+        lines: LineMemo::default(),
+        events: 0,
+        error: None,
+        done: false,
+    };
+    let migrated = first.map(|to| migration_of(&mut source, to));
+    while source.next_event().is_some() {}
+    report.events = source.events;
+    report.errors.extend(source.error.take().map(read_error));
+    report.snapshot = source.reader.snapshot();
+    drop(source);
+    if let (Some(first), Some(migrated), true) = (first, migrated, report.errors.is_empty()) {
+        // Then the V4 successor of an older log, through its V3 one: the note names the first
+        // version a log cannot reach.
+        let refused = match migrated {
+            Err(refused) => Some(refused),
+            Ok(()) if first == FormatVersion::V3 => {
+                migration_refusal(path, options.snapshot, FormatVersion::V4)
+                    .err()
+                    .map(|refused| (FormatVersion::V4, refused))
             }
-            let refused = migration_refusal(path, options.snapshot, to).err();
-            if refused.is_some() {
-                report.migration = refused;
-                report.migration_to = to.number();
-                break;
-            }
+            Ok(()) => None,
+        };
+        if let Some((to, refused)) = refused {
+            report.migration = Some(refused);
+            report.migration_to = to.number();
         }
     }
     report.ok = report.errors.is_empty();
@@ -144,6 +158,69 @@ fn read_error(error: ReadError) -> CheckError {
             rule: "io".to_owned(),
             message: other.to_string(),
         },
+    }
+}
+
+/// The events of `check`'s read pass, fed to the in-memory migration as they are read: the
+/// first read fault ends the migration's source (and is kept for the report), and the pass
+/// reads on after a refusal.
+struct CheckSource<'a> {
+    reader: LogReader<LogInput>,
+    path: &'a Path,
+    lines: LineMemo,
+    events: u64,
+    error: Option<ReadError>,
+    done: bool,
+}
+
+impl MigrationSource for CheckSource<'_> {
+    fn next_event(&mut self) -> Option<Result<Event, Error>> {
+        if self.done {
+            return None;
+        }
+        match self.reader.next_event() {
+            Some(Ok(event)) => {
+                self.events += 1;
+                self.lines.note(event.seq, self.reader.line());
+                Some(Ok(event))
+            }
+            Some(Err(error)) => {
+                self.error = Some(error);
+                self.done = true;
+                None
+            }
+            None => {
+                self.done = true;
+                None
+            }
+        }
+    }
+
+    fn place(&self, refusal: &Refusal) -> Refused {
+        self.lines.place(refusal, self.reader.version())
+    }
+
+    fn path(&self) -> &Path {
+        self.path
+    }
+}
+
+/// The in-memory migration of `source` to `to` with its proof, as [`migration_refusal`]
+/// runs it, but on the events of the check's read pass.
+fn migration_of(
+    source: &mut CheckSource<'_>,
+    to: FormatVersion,
+) -> Result<(), (FormatVersion, CheckError)> {
+    let header = source.reader.header().clone();
+    let normalized = source.reader.snapshot();
+    let migrated =
+        crate::migrate::migrate_events(source, header, normalized, to, true, &mut |_| {}, |_| {
+            Ok(crate::migrate::Discard)
+        });
+    match migrated {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(refused)) => Err((to, migration_error(refused.line, refused.reason))),
+        Err(error) => Err((to, migration_error(None, error.to_string()))),
     }
 }
 

@@ -294,11 +294,17 @@ pub(crate) fn migrate_events<S: Sink>(
         }
     };
     let mut writer = open(&header)?;
+    let discards = writer.discards();
     let mut out = Vec::with_capacity(WRITE_BATCH_EVENTS);
     let mut read = 0u64;
     while let Some(next) = source.next_event() {
         let event = next?;
-        if let Err(refusal) = migrator.push(event, &mut out) {
+        let pushed = if discards {
+            migrator.push_discarding(event)
+        } else {
+            migrator.push(event, &mut out)
+        };
+        if let Err(refusal) = pushed {
             return Ok(Err(source.place(&refusal)));
         }
         if out.len() >= WRITE_BATCH_EVENTS {
@@ -321,6 +327,12 @@ pub(crate) fn migrate_events<S: Sink>(
 pub trait Sink {
     /// Takes the events out of `events`, leaving it empty; `path` names the source in errors.
     fn take(&mut self, events: &mut Vec<Event>, path: &Path) -> Result<(), Error>;
+
+    /// The sink drops every event it takes: the driver then gives it none but the tail, and
+    /// lets the migrator share events instead of copying them ([`Migrator::push_discarding`]).
+    fn discards(&self) -> bool {
+        false
+    }
 }
 
 impl<W: Write> Sink for LogWriter<W> {
@@ -355,22 +367,26 @@ impl Sink for Discard {
         events.clear();
         Ok(())
     }
+
+    fn discards(&self) -> bool {
+        true
+    }
 }
 
 /// The physical line of the event being migrated, for placing a refusal: the seq a refusal
 /// names is the current event's (whose line the reader reports) or, from a one-event-per-row
 /// log, any earlier one (line = seq + 2).
 #[derive(Debug, Default)]
-struct LineMemo {
+pub(crate) struct LineMemo {
     current: Option<(u64, u64)>,
 }
 
 impl LineMemo {
-    fn note(&mut self, seq: u64, line: u64) {
+    pub(crate) fn note(&mut self, seq: u64, line: u64) {
         self.current = Some((seq, line));
     }
 
-    fn place(&self, refusal: &Refusal, version: FormatVersion) -> Refused {
+    pub(crate) fn place(&self, refusal: &Refusal, version: FormatVersion) -> Refused {
         let line = match (refusal.seq, self.current) {
             (Some(seq), Some((current, line))) if seq == current => Some(line),
             (Some(seq), _) if version >= FormatVersion::V2 => Some(seq + 2),

@@ -10,7 +10,7 @@ use sessionlog_format::EventType;
 use super::V3Reason;
 
 /// The content-block tags V3 defines; any other tag becomes `plugin:<tag>`.
-const V3_BLOCK_TAGS: [&str; 6] = [
+pub(super) const V3_BLOCK_TAGS: [&str; 6] = [
     "text",
     "reasoning",
     "image",
