@@ -244,67 +244,118 @@ pub fn check_block_crc(bytes: &[u8]) -> Result<BlockHeader, BlockError> {
 /// Checks a block record (length, crc, header, payload) and rebuilds its records, checking
 /// each one's header, its seq and the chain through to `chain_out`.
 pub fn decode_block(bytes: &[u8]) -> Result<Block, BlockError> {
-    let header = check_block_crc(bytes)?;
-    let payload = zstd::bulk::decompress(&bytes[BLOCK_HEADER_BYTES..], header.raw_len as usize)
-        .map_err(|e| BlockError::Payload {
+    BlockDecoder::default().decode(bytes)
+}
+
+/// Decodes blocks one after another reusing its buffers: the decompressed payload, the zstd
+/// context, and the record buffers of a block handed back with [`BlockDecoder::recycle`]. A
+/// walk over a session's blocks then allocates about once instead of about 2 MiB per block,
+/// which the allocator would otherwise keep resident for a while after each block is freed.
+/// It decodes exactly as [`decode_block`] does, with the same errors.
+#[derive(Default)]
+pub struct BlockDecoder {
+    payload: Vec<u8>,
+    context: Option<zstd::bulk::Decompressor<'static>>,
+    spare: Option<(Vec<u8>, Vec<usize>)>,
+}
+
+impl std::fmt::Debug for BlockDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockDecoder")
+            .field("payload_capacity", &self.payload.capacity())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BlockDecoder {
+    /// Hands back a decoded block whose buffers the next [`BlockDecoder::decode`] reuses.
+    pub fn recycle(&mut self, block: Block) {
+        self.spare = Some((block.records, block.ends));
+    }
+
+    /// [`decode_block`] into this decoder's buffers.
+    pub fn decode(&mut self, bytes: &[u8]) -> Result<Block, BlockError> {
+        let header = check_block_crc(bytes)?;
+        let payload_fault = |e: std::io::Error| BlockError::Payload {
             reason: e.to_string(),
-        })?;
-    if payload.len() != header.raw_len as usize {
-        return Err(BlockError::Payload {
-            reason: format!("{} bytes, expected {}", payload.len(), header.raw_len),
-        });
-    }
-    let count = header.count as usize;
-    let mut records = Vec::with_capacity(payload.len() + count * CHAIN_END);
-    let mut ends = Vec::with_capacity(count);
-    let mut chain = header.chain_in;
-    let mut rest = payload.as_slice();
-    for index in 0..count {
-        let seq = header.first_seq + index as u64;
-        let payload_error = |reason: String| BlockError::Payload {
-            reason: format!("record {index} (seq {seq}): {reason}"),
         };
-        if rest.len() < TAIL_LEN_BYTES {
-            return Err(payload_error("the payload ends early".to_owned()));
+        let context = match &mut self.context {
+            Some(context) => context,
+            slot => slot.insert(zstd::bulk::Decompressor::new().map_err(payload_fault)?),
+        };
+        // Exactly the room `zstd::bulk::decompress` gives, so that a payload too large for
+        // its header fails the same way.
+        let source = &bytes[BLOCK_HEADER_BYTES..];
+        let raw_len = header.raw_len as usize;
+        let room = zstd::bulk::Decompressor::upper_bound(source)
+            .unwrap_or(raw_len)
+            .min(raw_len);
+        self.payload.resize(room, 0);
+        let written = context
+            .decompress_to_buffer(source, self.payload.as_mut_slice())
+            .map_err(payload_fault)?;
+        self.payload.truncate(written);
+        let payload = &self.payload;
+        if payload.len() != header.raw_len as usize {
+            return Err(BlockError::Payload {
+                reason: format!("{} bytes, expected {}", payload.len(), header.raw_len),
+            });
         }
-        let tail_len = u32_le(rest, 0) as usize;
-        rest = &rest[TAIL_LEN_BYTES..];
-        if tail_len > rest.len() || tail_len < RECORD_HEADER_BYTES - CHAIN_END {
-            return Err(payload_error(format!("a record tail of {tail_len} bytes")));
+        let count = header.count as usize;
+        let (mut records, mut ends) = self.spare.take().unwrap_or_default();
+        records.clear();
+        ends.clear();
+        records.reserve(payload.len() + count * CHAIN_END);
+        ends.reserve(count);
+        let mut chain = header.chain_in;
+        let mut rest = payload.as_slice();
+        for index in 0..count {
+            let seq = header.first_seq + index as u64;
+            let payload_error = |reason: String| BlockError::Payload {
+                reason: format!("record {index} (seq {seq}): {reason}"),
+            };
+            if rest.len() < TAIL_LEN_BYTES {
+                return Err(payload_error("the payload ends early".to_owned()));
+            }
+            let tail_len = u32_le(rest, 0) as usize;
+            rest = &rest[TAIL_LEN_BYTES..];
+            if tail_len > rest.len() || tail_len < RECORD_HEADER_BYTES - CHAIN_END {
+                return Err(payload_error(format!("a record tail of {tail_len} bytes")));
+            }
+            let (tail, after) = rest.split_at(tail_len);
+            rest = after;
+            let start = records.len();
+            chain = record::chain_after(&chain, tail);
+            records.extend_from_slice(&[0; CRC_BYTES]);
+            records.extend_from_slice(&chain);
+            records.extend_from_slice(tail);
+            let crc = crc32fast::hash(&records[start + CRC_BYTES..]);
+            records[start..start + CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
+            let rebuilt = &records[start..];
+            let wrap = |source| BlockError::Record { index, seq, source };
+            let record_header = record::check_record_crc(rebuilt).map_err(wrap)?;
+            if record_header.seq != seq {
+                return Err(wrap(RecordError::SeqMismatch {
+                    expected: seq,
+                    got: record_header.seq,
+                }));
+            }
+            ends.push(records.len());
         }
-        let (tail, after) = rest.split_at(tail_len);
-        rest = after;
-        let start = records.len();
-        chain = record::chain_after(&chain, tail);
-        records.extend_from_slice(&[0; CRC_BYTES]);
-        records.extend_from_slice(&chain);
-        records.extend_from_slice(tail);
-        let crc = crc32fast::hash(&records[start + CRC_BYTES..]);
-        records[start..start + CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
-        let rebuilt = &records[start..];
-        let wrap = |source| BlockError::Record { index, seq, source };
-        let record_header = record::check_record_crc(rebuilt).map_err(wrap)?;
-        if record_header.seq != seq {
-            return Err(wrap(RecordError::SeqMismatch {
-                expected: seq,
-                got: record_header.seq,
-            }));
+        if !rest.is_empty() {
+            return Err(BlockError::Payload {
+                reason: format!("{} bytes after the last record", rest.len()),
+            });
         }
-        ends.push(records.len());
+        if chain != header.chain_out {
+            return Err(BlockError::ChainOut);
+        }
+        Ok(Block {
+            header,
+            records,
+            ends,
+        })
     }
-    if !rest.is_empty() {
-        return Err(BlockError::Payload {
-            reason: format!("{} bytes after the last record", rest.len()),
-        });
-    }
-    if chain != header.chain_out {
-        return Err(BlockError::ChainOut);
-    }
-    Ok(Block {
-        header,
-        records,
-        ends,
-    })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 
 use redb::{ReadableTable, TableDefinition};
-use sessionlog_format::block::{self, Block, BlockError, BlockHeader};
+use sessionlog_format::block::{self, Block, BlockDecoder, BlockError, BlockHeader};
 use sessionlog_format::record::{self, ChainHash, RecordError, RecordHeader};
 
 use super::StoreError;
@@ -122,9 +122,14 @@ fn block_fault(session: &str, first_seq: u64, error: &BlockError) -> StoreError 
     )
 }
 
-/// Decodes the block at `first_seq` and checks it sits where its key says.
-pub(crate) fn decode_at(bytes: &[u8], first_seq: u64) -> Result<Block, BlockError> {
-    let block = block::decode_block(bytes)?;
+/// Decodes the block at `first_seq` through `decoder` (whose buffers a walk over many blocks
+/// reuses) and checks it sits where its key says.
+pub(crate) fn decode_at_with(
+    decoder: &mut BlockDecoder,
+    bytes: &[u8],
+    first_seq: u64,
+) -> Result<Block, BlockError> {
+    let block = decoder.decode(bytes)?;
     if block.header.first_seq != first_seq {
         return Err(BlockError::Header {
             reason: format!(
@@ -143,6 +148,8 @@ pub(crate) struct Sealed<'t, B> {
     session: &'t str,
     key: u64,
     cached: Option<Block>,
+    /// Decodes the next block into the buffers of the one it replaces.
+    decoder: BlockDecoder,
 }
 
 impl<'t, B> Sealed<'t, B>
@@ -155,6 +162,7 @@ where
             session,
             key,
             cached: None,
+            decoder: BlockDecoder::default(),
         }
     }
 
@@ -165,7 +173,10 @@ where
             let Some(bytes) = block_bytes(self.blocks, self.key, first_seq)? else {
                 return Ok(None);
             };
-            let block = decode_at(&bytes, first_seq)
+            if let Some(old) = self.cached.take() {
+                self.decoder.recycle(old);
+            }
+            let block = decode_at_with(&mut self.decoder, &bytes, first_seq)
                 .map_err(|e| block_fault(self.session, first_seq, &e))?;
             self.cached = Some(block);
         }

@@ -95,8 +95,10 @@ fn verify_session(
     );
     let key = record.key;
     // The blocks first, part by part: a block is its parts joined, numbered from 0.
+    // One buffer joins every block in turn (a walk holds one block at a time).
     let blocks_table = txn.open_table(BLOCKS).map_err(table)?;
-    let mut block: Option<(u64, Vec<u8>, bool)> = None;
+    let mut block: Option<(u64, bool)> = None;
+    let mut joined = Vec::new();
     for entry in blocks_table
         .range((key, 0, 0)..=(key, u64::MAX, u32::MAX))
         .map_err(storage)?
@@ -104,19 +106,17 @@ fn verify_session(
         let (part_key, bytes) = entry.map_err(storage)?;
         let (_, first_seq, part) = part_key.value();
         counts.parts += 1;
-        if block
-            .as_ref()
-            .is_some_and(|(first, _, _)| *first != first_seq)
-        {
-            if let Some((first, joined, dense)) = block.take() {
+        if block.is_some_and(|(first, _)| first != first_seq) {
+            if let Some((first, dense)) = block.take() {
                 walk.block(first, &joined, dense);
+                joined.clear();
             }
         }
-        let (_, joined, dense) = block.get_or_insert_with(|| (first_seq, Vec::new(), true));
+        let (_, dense) = block.get_or_insert((first_seq, true));
         *dense &= part == joined.len().div_ceil(blocks::BLOCK_PART_BYTES) as u32;
         joined.extend_from_slice(bytes.value());
     }
-    if let Some((first, joined, dense)) = block.take() {
+    if let Some((first, dense)) = block.take() {
         walk.block(first, &joined, dense);
     }
     let events = txn.open_table(EVENTS).map_err(table)?;
@@ -350,6 +350,8 @@ pub(crate) struct Walk {
     /// After a lost block: the next record or block starts the walk again (its seq and chain
     /// are taken as they are), since what was lost is reported already.
     resync: bool,
+    /// Decodes the blocks in turn, reusing one block's buffers for the next.
+    decoder: sessionlog_format::block::BlockDecoder,
 }
 
 impl Walk {
@@ -379,6 +381,7 @@ impl Walk {
             fresh_checkpoint: None,
             kept,
             resync: false,
+            decoder: sessionlog_format::block::BlockDecoder::default(),
         }
     }
 
@@ -418,7 +421,7 @@ impl Walk {
     fn block(&mut self, first_seq: u64, bytes: &[u8], dense: bool) {
         self.check_seq(first_seq);
         let decoded = match dense {
-            true => blocks::decode_at(bytes, first_seq),
+            true => blocks::decode_at_with(&mut self.decoder, bytes, first_seq),
             false => Err(sessionlog_format::block::BlockError::Payload {
                 reason: "a part of the block is missing".to_owned(),
             }),
@@ -430,6 +433,7 @@ impl Walk {
                     self.record_linked(seq, record, Some(&prev_chain));
                     prev_chain.copy_from_slice(&record[4..36]);
                 }
+                self.decoder.recycle(block);
             }
             Err(error) => {
                 let kind = match error {
