@@ -112,10 +112,9 @@ pub trait LogStore: Send + Sync {
     /// without one, `Some(Err(reason))` when it cannot be decoded.
     fn checkpoint(&self, session: &str) -> Result<Option<StoredCheckpoint>, StoreError>;
 
-    /// The session's kept checkpoint records (docs/format.md, "Checkpoint record"), by the
-    /// `next_seq` they are keyed at, in any order; none for a backend that keeps only the
-    /// latest checkpoint.
-    fn kept_checkpoints(&self, session: &str) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+    /// The `next_seq`s the session's kept checkpoints are keyed at (docs/format.md,
+    /// "Checkpoint record"), ascending; none for a backend that keeps only the latest one.
+    fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {
         let _ = session;
         Ok(Vec::new())
     }
@@ -127,11 +126,8 @@ pub trait LogStore: Send + Sync {
         session: &str,
         end_seq: u64,
     ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        Ok(self
-            .kept_checkpoints(session)?
-            .into_iter()
-            .filter(|(next_seq, _)| *next_seq <= end_seq)
-            .max_by_key(|(next_seq, _)| *next_seq))
+        let _ = (session, end_seq);
+        Ok(None)
     }
 
     /// The fold at `at_seq` inclusive (`None`: the head).

@@ -625,40 +625,6 @@ struct BatchCheckpoint {
     kept: bool,
 }
 
-impl PgStore {
-    /// The session's kept checkpoint records keyed at most `end_seq`, ascending (only the
-    /// last of them when `last_only`); none on a schema older than their table.
-    fn query_kept_checkpoints(
-        &self,
-        session: &str,
-        end_seq: u64,
-        last_only: bool,
-    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        let mut client = self.client();
-        self.read_info(&mut client, session)?;
-        if self.schema < SCHEMA_KEPT_CHECKPOINTS {
-            return Ok(Vec::new());
-        }
-        let sql = if last_only {
-            "SELECT next_seq, record FROM sessionlog_kept_checkpoints \
-             WHERE session_id = $1 AND next_seq <= $2 ORDER BY next_seq DESC LIMIT 1"
-        } else {
-            "SELECT next_seq, record FROM sessionlog_kept_checkpoints \
-             WHERE session_id = $1 AND next_seq <= $2 ORDER BY next_seq"
-        };
-        let rows = client
-            .query(sql, &[&session, &to_sql_seq(end_seq)])
-            .map_err(pg_error)?;
-        rows.iter()
-            .map(|row| {
-                let next_seq: i64 = row.try_get(0).map_err(pg_error)?;
-                let bytes: Vec<u8> = row.try_get(1).map_err(pg_error)?;
-                Ok((from_sql_seq(session, next_seq)?, bytes))
-            })
-            .collect()
-    }
-}
-
 /// Reloads a stale state in place (a failed write left its fold ahead of the database).
 fn fresh(
     store: &PgStore,
@@ -950,8 +916,22 @@ impl LogStore for PgStore {
         .transpose()
     }
 
-    fn kept_checkpoints(&self, session: &str) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        self.query_kept_checkpoints(session, u64::MAX, false)
+    fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {
+        let mut client = self.client();
+        self.read_info(&mut client, session)?;
+        if self.schema < SCHEMA_KEPT_CHECKPOINTS {
+            return Ok(Vec::new());
+        }
+        let rows = client
+            .query(
+                "SELECT next_seq FROM sessionlog_kept_checkpoints WHERE session_id = $1 \
+                 ORDER BY next_seq",
+                &[&session],
+            )
+            .map_err(pg_error)?;
+        rows.iter()
+            .map(|row| from_sql_seq(session, row.try_get(0).map_err(pg_error)?))
+            .collect()
     }
 
     fn kept_checkpoint_below(
@@ -959,7 +939,24 @@ impl LogStore for PgStore {
         session: &str,
         end_seq: u64,
     ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        Ok(self.query_kept_checkpoints(session, end_seq, true)?.pop())
+        let mut client = self.client();
+        self.read_info(&mut client, session)?;
+        if self.schema < SCHEMA_KEPT_CHECKPOINTS {
+            return Ok(None);
+        }
+        let row = client
+            .query_opt(
+                "SELECT next_seq, record FROM sessionlog_kept_checkpoints \
+                 WHERE session_id = $1 AND next_seq <= $2 ORDER BY next_seq DESC LIMIT 1",
+                &[&session, &to_sql_seq(end_seq)],
+            )
+            .map_err(pg_error)?;
+        row.map(|row| {
+            let next_seq: i64 = row.try_get(0).map_err(pg_error)?;
+            let bytes: Vec<u8> = row.try_get(1).map_err(pg_error)?;
+            Ok((from_sql_seq(session, next_seq)?, bytes))
+        })
+        .transpose()
     }
 
     /// The head from the warm fold, caught up with the database; an earlier seq from the

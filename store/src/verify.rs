@@ -39,7 +39,7 @@ fn verify_session<S: LogStore + ?Sized>(
         record::genesis_chain(&info.header),
         info.fold(),
         &checkpoint,
-        store.kept_checkpoints(session)?,
+        store.kept_checkpoint_seqs(session)?,
     );
     let mut from_seq = 0;
     loop {
@@ -50,6 +50,12 @@ fn verify_session<S: LogStore + ?Sized>(
         for stored in records {
             walk.record(stored.seq, &stored.bytes);
         }
+        walk.check_kept(|seq| {
+            Ok(store
+                .kept_checkpoint_below(session, seq)?
+                .filter(|(key, _)| *key == seq)
+                .map(|(_, bytes)| bytes))
+        })?;
         if (n_records as u64) < READ_EVENTS_MAX || from_seq == u64::MAX {
             break;
         }

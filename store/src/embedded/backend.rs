@@ -117,11 +117,23 @@ impl LogStore for Store {
         })
     }
 
-    fn kept_checkpoints(&self, session: &str) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+    fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {
         guard("reading the kept checkpoints", || {
             let txn = self.db().begin_read().map_err(storage)?;
             let record = session_record(&txn, session)?;
-            super::verify::read_kept_checkpoints(&txn, record.key)
+            super::verify::read_kept_checkpoint_seqs(&txn, record.key)
+        })
+    }
+
+    fn kept_checkpoint_below(
+        &self,
+        session: &str,
+        end_seq: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        guard("reading a kept checkpoint", || {
+            let txn = self.db().begin_read().map_err(storage)?;
+            let record = session_record(&txn, session)?;
+            super::session::kept_checkpoint_below(&txn, record.key, end_seq)
         })
     }
 

@@ -223,6 +223,27 @@ fn resume_checkpoint(
     }
 }
 
+/// The kept checkpoint record of session `key` keyed at the greatest seq of at most `end_seq`,
+/// with that seq (none in a store from before kept checkpoints).
+pub(crate) fn kept_checkpoint_below(
+    txn: &ReadTransaction,
+    key: u64,
+    end_seq: u64,
+) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+    let kept = match txn.open_table(KEPT_CHECKPOINTS) {
+        Ok(kept) => kept,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(error) => return Err(storage(error)),
+    };
+    let below = kept
+        .range((key, 0)..=(key, end_seq))
+        .map_err(storage)?
+        .next_back()
+        .transpose()
+        .map_err(storage)?;
+    Ok(below.map(|(stored_key, bytes)| (stored_key.value().1, bytes.value().to_vec())))
+}
+
 /// The fold and chain from the nearest checkpoint at or below `end_seq` (the latest one or a
 /// kept one) whose chain is the stored chain of its last record; `None` when there is none to
 /// use (a store from before kept checkpoints has only its latest one).
@@ -241,20 +262,8 @@ fn nearest_checkpoint(
             }
         }
     }
-    match txn.open_table(KEPT_CHECKPOINTS) {
-        Ok(kept) => {
-            let below = kept
-                .range((record.key, 1)..=(record.key, end_seq))
-                .map_err(storage)?
-                .next_back()
-                .transpose()
-                .map_err(storage)?;
-            if let Some((stored_key, bytes)) = below {
-                candidates.push((stored_key.value().1, bytes.value().to_vec()));
-            }
-        }
-        Err(redb::TableError::TableDoesNotExist(_)) => {}
-        Err(error) => return Err(storage(error)),
+    if let Some(kept) = kept_checkpoint_below(txn, record.key, end_seq)? {
+        candidates.push(kept);
     }
     candidates.sort_by_key(|(next_seq, _)| std::cmp::Reverse(*next_seq));
     for (next_seq, bytes) in candidates {

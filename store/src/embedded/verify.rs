@@ -91,9 +91,23 @@ fn verify_session(
             fold
         },
         &checkpoint,
-        read_kept_checkpoints(txn, record.key)?,
+        read_kept_checkpoint_seqs(txn, record.key)?,
     );
     let key = record.key;
+    let kept_table = match txn.open_table(KEPT_CHECKPOINTS) {
+        Ok(kept) => Some(kept),
+        Err(redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(table(e)),
+    };
+    let fetch_kept = |seq: u64| -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(kept) = &kept_table else {
+            return Ok(None);
+        };
+        Ok(kept
+            .get((key, seq))
+            .map_err(storage)?
+            .map(|bytes| bytes.value().to_vec()))
+    };
     // The blocks first, part by part: a block is its parts joined, numbered from 0.
     // One buffer joins every block in turn (a walk holds one block at a time).
     let blocks_table = txn.open_table(BLOCKS).map_err(table)?;
@@ -109,6 +123,7 @@ fn verify_session(
         if block.is_some_and(|(first, _)| first != first_seq) {
             if let Some((first, dense)) = block.take() {
                 walk.block(first, &joined, dense);
+                walk.check_kept(fetch_kept)?;
                 joined.clear();
             }
         }
@@ -118,12 +133,14 @@ fn verify_session(
     }
     if let Some((first, dense)) = block.take() {
         walk.block(first, &joined, dense);
+        walk.check_kept(fetch_kept)?;
     }
     let events = txn.open_table(EVENTS).map_err(table)?;
     for entry in events.range((key, 0)..=(key, u64::MAX)).map_err(storage)? {
         let (stored_key, bytes) = entry.map_err(storage)?;
         counts.events += 1;
         walk.record(stored_key.value().1, bytes.value());
+        walk.check_kept(fetch_kept)?;
     }
     let mut report = walk.finish(checkpoint);
     let version = context_of(&record).version;
@@ -291,11 +308,12 @@ fn check_table_counts(
     Ok(())
 }
 
-/// The session's kept checkpoint records by `next_seq` (none in a store from before them).
-pub(crate) fn read_kept_checkpoints(
+/// The seqs the session's kept checkpoints are keyed at, ascending (none in a store from before
+/// them).
+pub(crate) fn read_kept_checkpoint_seqs(
     txn: &ReadTransaction,
     key: u64,
-) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+) -> Result<Vec<u64>, StoreError> {
     let storage =
         |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
     let kept = match txn.open_table(KEPT_CHECKPOINTS) {
@@ -309,8 +327,8 @@ pub(crate) fn read_kept_checkpoints(
     };
     let mut out = Vec::new();
     for entry in kept.range((key, 0)..=(key, u64::MAX)).map_err(storage)? {
-        let (stored_key, bytes) = entry.map_err(storage)?;
-        out.push((stored_key.value().1, bytes.value().to_vec()));
+        let (stored_key, _) = entry.map_err(storage)?;
+        out.push(stored_key.value().1);
     }
     Ok(out)
 }
@@ -344,9 +362,12 @@ pub(crate) struct Walk {
     checkpoint_next_seq: Option<u64>,
     /// The fresh fold's checkpoint and chain at the stored checkpoint's seq.
     fresh_checkpoint: Option<(FoldCheckpoint, ChainHash)>,
-    /// The kept checkpoint records not reached yet, by their key's `next_seq`, descending (the
-    /// next one due is last).
-    kept: Vec<(u64, Vec<u8>)>,
+    /// The seqs of the kept checkpoints not reached yet, descending (the next one due is last).
+    kept: Vec<u64>,
+    /// Kept checkpoints the walk reached, with the fresh fold's checkpoint and chain there
+    /// (`None`: the walk passed the seq without standing on it), until [`Walk::check_kept`]
+    /// reads the stored records: a walk never holds more than a block's worth of them.
+    kept_due: Vec<(u64, Option<(FoldCheckpoint, ChainHash)>)>,
     /// After a lost block: the next record or block starts the walk again (its seq and chain
     /// are taken as they are), since what was lost is reported already.
     resync: bool,
@@ -361,9 +382,9 @@ impl Walk {
         chain: ChainHash,
         fold: SessionFold,
         checkpoint: &Option<StoredCheckpoint>,
-        mut kept: Vec<(u64, Vec<u8>)>,
+        mut kept: Vec<u64>,
     ) -> Walk {
-        kept.sort_by_key(|(next_seq, _)| std::cmp::Reverse(*next_seq));
+        kept.sort_unstable_by_key(|next_seq| std::cmp::Reverse(*next_seq));
         Walk {
             report: SessionReport {
                 session: session.to_owned(),
@@ -380,6 +401,7 @@ impl Walk {
                 .map(|c| c.0),
             fresh_checkpoint: None,
             kept,
+            kept_due: Vec::new(),
             resync: false,
             decoder: sessionlog_format::block::BlockDecoder::default(),
         }
@@ -401,6 +423,7 @@ impl Walk {
 
     /// The report, once every record was walked.
     pub(crate) fn finish(mut self, checkpoint: Option<StoredCheckpoint>) -> SessionReport {
+        debug_assert!(self.kept_due.is_empty(), "check_kept runs before finish");
         self.report.head_chain = self.chain;
         self.report.events = self.expected_seq;
         check_checkpoint(&mut self, checkpoint);
@@ -525,15 +548,27 @@ impl Walk {
         if Some(seq + 1) == self.checkpoint_next_seq {
             self.fresh_checkpoint = Some((fold.checkpoint(), self.chain));
         }
-        while self
-            .kept
-            .last()
-            .is_some_and(|(next_seq, _)| *next_seq <= seq + 1)
-        {
-            let Some((next_seq, bytes)) = self.kept.pop() else {
+        while self.kept.last().is_some_and(|key| *key <= seq + 1) {
+            let Some(key) = self.kept.pop() else {
                 break;
             };
-            if let Some(message) = self.kept_checkpoint_problem(seq + 1, next_seq, &bytes) {
+            let fresh = (key == seq + 1).then(|| (fold.checkpoint(), self.chain));
+            self.kept_due.push((key, fresh));
+        }
+    }
+
+    /// Checks the kept checkpoints the walk reached since the last call against the fresh
+    /// fold there; `fetch` reads the stored record keyed at a seq. Callers call it after each
+    /// block or batch of records they walk, and before [`Walk::finish`].
+    pub(crate) fn check_kept(
+        &mut self,
+        mut fetch: impl FnMut(u64) -> Result<Option<Vec<u8>>, StoreError>,
+    ) -> Result<(), StoreError> {
+        for (key, fresh) in std::mem::take(&mut self.kept_due) {
+            let Some(bytes) = fetch(key)? else {
+                continue;
+            };
+            if let Some(message) = kept_checkpoint_problem(key, fresh, &bytes) {
                 self.report.faults.push(VerifyFault {
                     seq: None,
                     kind: FaultKind::Checkpoint,
@@ -541,37 +576,40 @@ impl Walk {
                 });
             }
         }
+        Ok(())
     }
+}
 
-    /// What is wrong with the kept checkpoint keyed at `key`, once the fresh fold holds
-    /// `next_seq` events (`key` is at most that).
-    fn kept_checkpoint_problem(&self, next_seq: u64, key: u64, bytes: &[u8]) -> Option<String> {
-        let fold = self.fold.as_ref()?;
-        match decode_checkpoint_body(bytes) {
-            Err(reason) => Some(format!(
-                "the kept checkpoint at seq {key} cannot be read: {reason}"
-            )),
-            Ok((record, _)) if record.next_seq != key => Some(format!(
-                "the kept checkpoint keyed at seq {key} holds a fold of {} events",
-                record.next_seq
-            )),
-            // A key the walk passed without stopping on it: a seq the fold never stood at.
-            Ok(_) if key != next_seq => Some(format!(
+/// What is wrong with the kept checkpoint record keyed at `key`, given the fresh fold's
+/// checkpoint and chain at that seq (`None`: the walk never stood on it).
+fn kept_checkpoint_problem(
+    key: u64,
+    fresh: Option<(FoldCheckpoint, ChainHash)>,
+    bytes: &[u8],
+) -> Option<String> {
+    match decode_checkpoint_body(bytes) {
+        Err(reason) => Some(format!(
+            "the kept checkpoint at seq {key} cannot be read: {reason}"
+        )),
+        Ok((record, _)) if record.next_seq != key => Some(format!(
+            "the kept checkpoint keyed at seq {key} holds a fold of {} events",
+            record.next_seq
+        )),
+        Ok((record, stored)) => match fresh {
+            None => Some(format!(
                 "the kept checkpoint at seq {key} was not reached by the walk"
             )),
-            Ok((record, stored)) if stored == fold.checkpoint() && record.chain == self.chain => {
-                None
-            }
-            Ok(_) => Some(format!(
+            Some((fold, chain)) if stored == fold && record.chain == chain => None,
+            Some(_) => Some(format!(
                 "the kept checkpoint at seq {key} differs from a fold from scratch"
             )),
-        }
+        },
     }
 }
 
 fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
     if walk.report.faults.is_empty() {
-        for (key, _) in walk.kept.iter().rev() {
+        for key in walk.kept.iter().rev() {
             walk.report.faults.push(VerifyFault {
                 seq: None,
                 kind: FaultKind::Checkpoint,
