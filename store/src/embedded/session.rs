@@ -160,6 +160,14 @@ impl SessionState {
 pub(crate) fn decode_checkpoint_body(
     bytes: &[u8],
 ) -> Result<(CheckpointRecord, FoldCheckpoint), String> {
+    let (record, raw) = decode_checkpoint_raw(bytes)?;
+    let checkpoint: FoldCheckpoint = binary::from_slice(&raw).map_err(|e| e.to_string())?;
+    Ok((record, checkpoint))
+}
+
+/// A checkpoint record's header and its body decompressed (the binary JSON of the fold
+/// checkpoint, not decoded), or why it cannot be read; the version is checked.
+pub(crate) fn decode_checkpoint_raw(bytes: &[u8]) -> Result<(CheckpointRecord, Vec<u8>), String> {
     let record = tables::decode_checkpoint(bytes)?;
     if record.version != FOLD_CHECKPOINT_VERSION {
         return Err(format!(
@@ -168,8 +176,7 @@ pub(crate) fn decode_checkpoint_body(
         ));
     }
     let raw = zstd::stream::decode_all(record.body.as_slice()).map_err(|e| e.to_string())?;
-    let checkpoint: FoldCheckpoint = binary::from_slice(&raw).map_err(|e| e.to_string())?;
-    Ok((record, checkpoint))
+    Ok((record, raw))
 }
 
 /// The fold and head chain from the session's checkpoint, when there is a usable one. A stale

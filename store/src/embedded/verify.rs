@@ -15,10 +15,13 @@ use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
 use sessionlog_format::record::{self, ChainHash, RecordError};
 
 use super::blocks::{self, BLOCKS};
-use super::session::{context_of, decode_checkpoint_body, stored_session_record};
+use super::session::{
+    context_of, decode_checkpoint_body, decode_checkpoint_raw, stored_session_record,
+};
 use super::tables::{self, CHECKPOINTS, EVENTS, KEPT_CHECKPOINTS, SESSIONS};
 use super::{DamagedFrame, Store, StoreError};
 use crate::log_store::StoredCheckpoint;
+use sessionlog_format::binary;
 
 impl Store {
     /// Verifies the given sessions (every session when empty, interrupted imports included:
@@ -367,7 +370,10 @@ pub(crate) struct Walk {
     /// Kept checkpoints the walk reached, with the fresh fold's checkpoint and chain there
     /// (`None`: the walk passed the seq without standing on it), until [`Walk::check_kept`]
     /// reads the stored records: a walk never holds more than a block's worth of them.
-    kept_due: Vec<(u64, Option<(FoldCheckpoint, ChainHash)>)>,
+    /// The fresh checkpoint is held encoded (its binary JSON, as a writer stores it before
+    /// compression), which is smaller than the decoded one and compares by bytes: equal states
+    /// write equal bytes (docs/format.md, "Checkpoint record").
+    kept_due: Vec<(u64, Option<FreshKept>)>,
     /// After a lost block: the next record or block starts the walk again (its seq and chain
     /// are taken as they are), since what was lost is reported already.
     resync: bool,
@@ -552,7 +558,13 @@ impl Walk {
             let Some(key) = self.kept.pop() else {
                 break;
             };
-            let fresh = (key == seq + 1).then(|| (fold.checkpoint(), self.chain));
+            let fresh = (key == seq + 1).then(|| {
+                let mut raw = Vec::new();
+                // Encoding a checkpoint fails only on a value binary JSON cannot hold, which a
+                // fold never holds; an empty encoding then compares unequal and is reported.
+                let _ = sessionlog_format::binary::to_vec(&fold.checkpoint(), &mut raw);
+                (raw, self.chain)
+            });
             self.kept_due.push((key, fresh));
         }
     }
@@ -580,30 +592,43 @@ impl Walk {
     }
 }
 
+/// The fresh fold at a kept checkpoint's seq: its checkpoint's binary JSON and the chain.
+type FreshKept = (Vec<u8>, ChainHash);
+
 /// What is wrong with the kept checkpoint record keyed at `key`, given the fresh fold's
 /// checkpoint and chain at that seq (`None`: the walk never stood on it).
-fn kept_checkpoint_problem(
-    key: u64,
-    fresh: Option<(FoldCheckpoint, ChainHash)>,
-    bytes: &[u8],
-) -> Option<String> {
-    match decode_checkpoint_body(bytes) {
-        Err(reason) => Some(format!(
+fn kept_checkpoint_problem(key: u64, fresh: Option<FreshKept>, bytes: &[u8]) -> Option<String> {
+    let cannot_read = |reason: String| {
+        Some(format!(
             "the kept checkpoint at seq {key} cannot be read: {reason}"
-        )),
-        Ok((record, _)) if record.next_seq != key => Some(format!(
+        ))
+    };
+    let (record, raw) = match decode_checkpoint_raw(bytes) {
+        Ok(decoded) => decoded,
+        Err(reason) => return cannot_read(reason),
+    };
+    let matches =
+        matches!(&fresh, Some((fresh_raw, chain)) if *fresh_raw == raw && record.chain == *chain);
+    if matches && record.next_seq == key {
+        return None;
+    }
+    // Only a record that does not match is decoded, to tell what is wrong with it.
+    if let Err(reason) = binary::from_slice::<FoldCheckpoint>(&raw) {
+        return cannot_read(reason.to_string());
+    }
+    if record.next_seq != key {
+        return Some(format!(
             "the kept checkpoint keyed at seq {key} holds a fold of {} events",
             record.next_seq
+        ));
+    }
+    match fresh {
+        None => Some(format!(
+            "the kept checkpoint at seq {key} was not reached by the walk"
         )),
-        Ok((record, stored)) => match fresh {
-            None => Some(format!(
-                "the kept checkpoint at seq {key} was not reached by the walk"
-            )),
-            Some((fold, chain)) if stored == fold && record.chain == chain => None,
-            Some(_) => Some(format!(
-                "the kept checkpoint at seq {key} differs from a fold from scratch"
-            )),
-        },
+        Some(_) => Some(format!(
+            "the kept checkpoint at seq {key} differs from a fold from scratch"
+        )),
     }
 }
 
