@@ -171,6 +171,33 @@ pub enum EventData {
 }
 
 impl EventData {
+    /// The event type a typed payload belongs to; `None` for [`EventData::Other`].
+    pub fn typed_kind(&self) -> Option<EventType> {
+        Some(match self {
+            EventData::TurnStart(_) => EventType::TurnStart,
+            EventData::TurnEnd(_) => EventType::TurnEnd,
+            EventData::StepStart(_) => EventType::StepStart,
+            EventData::StepEnd(_) => EventType::StepEnd,
+            EventData::SystemMessage(_) => EventType::SystemMessage,
+            EventData::DeveloperMessage(_) => EventType::DeveloperMessage,
+            EventData::UserMessage(_) => EventType::UserMessage,
+            EventData::AssistantMessage(_) => EventType::AssistantMessage,
+            EventData::AssistantAttempt(_) => EventType::AssistantAttempt,
+            EventData::AssistantChunk(_) => EventType::AssistantChunk,
+            EventData::ToolCall(_) => EventType::ToolCall,
+            EventData::ToolResult(_) => EventType::ToolResult,
+            EventData::RequestHeader(_) => EventType::RequestHeader,
+            EventData::RequestContext(_) => EventType::RequestContext,
+            EventData::SessionEndSeed(_) => EventType::SessionEndSeed,
+            EventData::CompactionStart(_) => EventType::CompactionStart,
+            EventData::CompactionSummary(_) => EventType::CompactionSummary,
+            EventData::CompactionPrune(_) => EventType::CompactionPrune,
+            EventData::CompactionEnd(_) => EventType::CompactionEnd,
+            EventData::ImageOffload(_) => EventType::ImageOffload,
+            EventData::Other(_) => return None,
+        })
+    }
+
     /// The message a surface payload carries: `data` itself for `user/message`, `data.message`
     /// for the other surface types.
     pub fn message(&self) -> Option<&Message> {
@@ -355,28 +382,8 @@ impl Event {
     /// Builds an event whose type follows from its typed payload. `Other` payloads need
     /// [`Event::other`].
     pub fn new(seq: u64, time: i64, data: EventData) -> Event {
-        let kind = match &data {
-            EventData::TurnStart(_) => EventType::TurnStart,
-            EventData::TurnEnd(_) => EventType::TurnEnd,
-            EventData::StepStart(_) => EventType::StepStart,
-            EventData::StepEnd(_) => EventType::StepEnd,
-            EventData::SystemMessage(_) => EventType::SystemMessage,
-            EventData::DeveloperMessage(_) => EventType::DeveloperMessage,
-            EventData::UserMessage(_) => EventType::UserMessage,
-            EventData::AssistantMessage(_) => EventType::AssistantMessage,
-            EventData::AssistantAttempt(_) => EventType::AssistantAttempt,
-            EventData::AssistantChunk(_) => EventType::AssistantChunk,
-            EventData::ToolCall(_) => EventType::ToolCall,
-            EventData::ToolResult(_) => EventType::ToolResult,
-            EventData::RequestHeader(_) => EventType::RequestHeader,
-            EventData::RequestContext(_) => EventType::RequestContext,
-            EventData::SessionEndSeed(_) => EventType::SessionEndSeed,
-            EventData::CompactionStart(_) => EventType::CompactionStart,
-            EventData::CompactionSummary(_) => EventType::CompactionSummary,
-            EventData::CompactionPrune(_) => EventType::CompactionPrune,
-            EventData::CompactionEnd(_) => EventType::CompactionEnd,
-            EventData::ImageOffload(_) => EventType::ImageOffload,
-            EventData::Other(_) => panic!("Event::new needs a typed payload; use Event::other"),
+        let Some(kind) = data.typed_kind() else {
+            panic!("Event::new needs a typed payload; use Event::other")
         };
         Event {
             seq,

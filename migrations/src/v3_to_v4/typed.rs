@@ -76,30 +76,10 @@ fn applies(kind: &EventType, data: &EventData) -> bool {
 
 /// `data` is what [`EventData::from_value`] makes of a payload of `kind`.
 fn decodes_as(kind: &EventType, data: &EventData) -> bool {
-    let typed = match data {
-        EventData::Other(value) => return !typed_kind(kind) && check_lossless(value).is_ok(),
-        EventData::TurnStart(_) => EventType::TurnStart,
-        EventData::TurnEnd(_) => EventType::TurnEnd,
-        EventData::StepStart(_) => EventType::StepStart,
-        EventData::StepEnd(_) => EventType::StepEnd,
-        EventData::SystemMessage(_) => EventType::SystemMessage,
-        EventData::DeveloperMessage(_) => EventType::DeveloperMessage,
-        EventData::UserMessage(_) => EventType::UserMessage,
-        EventData::AssistantMessage(_) => EventType::AssistantMessage,
-        EventData::AssistantAttempt(_) => EventType::AssistantAttempt,
-        EventData::AssistantChunk(_) => EventType::AssistantChunk,
-        EventData::ToolCall(_) => EventType::ToolCall,
-        EventData::ToolResult(_) => EventType::ToolResult,
-        EventData::RequestHeader(_) => EventType::RequestHeader,
-        EventData::RequestContext(_) => EventType::RequestContext,
-        EventData::SessionEndSeed(_) => EventType::SessionEndSeed,
-        EventData::CompactionStart(_) => EventType::CompactionStart,
-        EventData::CompactionSummary(_) => EventType::CompactionSummary,
-        EventData::CompactionPrune(_) => EventType::CompactionPrune,
-        EventData::CompactionEnd(_) => EventType::CompactionEnd,
-        EventData::ImageOffload(_) => EventType::ImageOffload,
+    let EventData::Other(value) = data else {
+        return data.typed_kind().as_ref() == Some(kind);
     };
-    *kind == typed
+    !typed_kind(kind) && check_lossless(value).is_ok()
 }
 
 /// The types whose payload [`EventData::from_value`] decodes typed (or, for
