@@ -161,8 +161,7 @@ impl Store {
         if let Some(first) = wal::read(&wal_path)?.damaged.first() {
             return Err(wal_damaged(&wal_path, first));
         }
-        let db = redb::Builder::new()
-            .set_cache_size(WRITABLE_CACHE_BYTES)
+        let db = Store::writable_builder()
             .create(path)
             .map_err(|error| match error {
                 redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
@@ -199,8 +198,7 @@ impl Store {
     ) -> Result<Store, StoreError> {
         guard("opening the store", || {
             let gate = Store::writer_gate(path)?;
-            let db = redb::Builder::new()
-                .set_cache_size(WRITABLE_CACHE_BYTES)
+            let db = Store::writable_builder()
                 .create_with_backend(backend)
                 .map_err(StoreError::storage)?;
             let opened = Wal::open(&wal::wal_path(path))?;
@@ -217,8 +215,7 @@ impl Store {
     ) -> Result<Store, StoreError> {
         guard("opening the store", || {
             let gate = Store::writer_gate(path)?;
-            let db = redb::Builder::new()
-                .set_cache_size(WRITABLE_CACHE_BYTES)
+            let db = Store::writable_builder()
                 .create_with_backend(backend)
                 .map_err(StoreError::storage)?;
             let opened = Wal::open_file(&wal::wal_path(path), Box::new(wal_file))?;
@@ -323,6 +320,13 @@ impl Store {
             Err(StoreError::Locked { .. }) => Store::open_snapshot(path),
             Err(error) => Err(error),
         }
+    }
+
+    /// redb's builder for a writable open: its page cache bounded at [`WRITABLE_CACHE_BYTES`].
+    fn writable_builder() -> redb::Builder {
+        let mut builder = redb::Builder::new();
+        builder.set_cache_size(WRITABLE_CACHE_BYTES);
+        builder
     }
 
     /// Opens redb over the file through the in-memory overlay.

@@ -252,36 +252,41 @@ pub(crate) fn kept_checkpoint_below(
 }
 
 /// The fold and chain from the nearest checkpoint at or below `end_seq` (the latest one or a
-/// kept one) whose chain is the stored chain of its last record; `None` when there is none to
-/// use (a store from before kept checkpoints has only its latest one).
+/// kept one) that names the seq it is keyed at and carries the stored chain of its last record;
+/// `None` when there is none to use (a store from before kept checkpoints has only its latest
+/// one). Both checks read one record, so they run before the resume reads the live nodes.
 fn nearest_checkpoint(
     txn: &ReadTransaction,
     session: &str,
     record: &SessionRecord,
     end_seq: u64,
 ) -> Result<Option<(SessionFold, ChainHash)>, StoreError> {
-    let mut candidates: Vec<(u64, Vec<u8>)> = Vec::with_capacity(2);
+    let mut candidates: Vec<(Option<u64>, Vec<u8>)> = Vec::with_capacity(2);
     let latest = txn.open_table(CHECKPOINTS).map_err(storage)?;
     if let Some(bytes) = latest.get(record.key).map_err(storage)? {
-        if let Ok(header) = tables::decode_checkpoint(bytes.value()) {
-            if header.next_seq <= end_seq {
-                candidates.push((header.next_seq, bytes.value().to_vec()));
-            }
-        }
+        candidates.push((None, bytes.value().to_vec()));
     }
-    if let Some(kept) = kept_checkpoint_below(txn, record.key, end_seq)? {
-        candidates.push(kept);
+    if let Some((key, bytes)) = kept_checkpoint_below(txn, record.key, end_seq)? {
+        candidates.push((Some(key), bytes));
     }
-    candidates.sort_by_key(|(next_seq, _)| std::cmp::Reverse(*next_seq));
-    for (next_seq, bytes) in candidates {
-        let resumed = resume_checkpoint(txn, session, record.key, context_of(record), &bytes)?;
-        let Some((fold, chain)) = resumed else {
+    let mut usable = Vec::with_capacity(candidates.len());
+    for (key, bytes) in candidates {
+        let Ok(header) = tables::decode_checkpoint(&bytes) else {
             continue;
         };
-        if fold.admission().next_seq() == next_seq
-            && chain_before(txn, session, record, next_seq)? == chain
-        {
-            return Ok(Some((fold, chain)));
+        let next_seq = header.next_seq;
+        if next_seq == 0 || next_seq > end_seq || key.is_some_and(|k| k != next_seq) {
+            continue;
+        }
+        if chain_before(txn, session, record, next_seq)? == header.chain {
+            usable.push((next_seq, bytes));
+        }
+    }
+    usable.sort_by_key(|(next_seq, _)| std::cmp::Reverse(*next_seq));
+    for (_, bytes) in usable {
+        let resumed = resume_checkpoint(txn, session, record.key, context_of(record), &bytes)?;
+        if resumed.is_some() {
+            return Ok(resumed);
         }
     }
     Ok(None)
