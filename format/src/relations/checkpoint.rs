@@ -352,11 +352,21 @@ impl Relations {
                 return Err("a PTC subCallId is recorded twice".to_owned());
             }
         }
+        // A checkpoint written before the validator pruned its chains holds dead ones.
+        relations.prune_chains();
         Ok(relations)
     }
 }
 
 impl RelationsCheckpoint {
+    /// Drops the retry chains no later retry can extend, as the validator does whenever its
+    /// turn or step moves on, so that a checkpoint an older build wrote (which kept every
+    /// chain) compares equal with one written now of the same state.
+    pub fn prune_chains(&mut self) {
+        let live = super::retry_step_of(self.open_turn, self.open_step, self.next_step);
+        self.chains.retain(|c| Some((c.turn, c.step)) == live);
+    }
+
     /// The checkpoint of an empty log.
     pub fn default_for(legacy_restart: bool) -> RelationsCheckpoint {
         RelationsCheckpoint {

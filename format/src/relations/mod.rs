@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-pub use checkpoint::{HeaderCheckpoint, RelationsCheckpoint};
+pub use checkpoint::{ChainCheckpoint, HeaderCheckpoint, RelationsCheckpoint};
 
 /// Later-format roles the released validator is run with (dsh's `ReleasedRelationshipExtensions`).
 /// V2 and V3 restores use `assistant/attempt` as a step event and the preserved title request
@@ -208,6 +208,8 @@ pub struct Undo {
     change: Change,
     /// A forward command source the event's seq settled.
     settled: Option<(u64, Box<str>)>,
+    /// The retry chains the event left behind by moving the current turn or step on.
+    pruned: Vec<(ChainKey, Chain)>,
 }
 
 #[derive(Debug)]
@@ -369,5 +371,32 @@ impl Relations {
                 self.human_users.pop();
             }
         }
+        self.chains.extend(undo.pruned);
     }
+
+    /// Drops the retry chains no later `llm/retry` can extend, returning them: a retry names
+    /// the open turn and its current step (see [`retry_step`]), and both only move forward
+    /// (a `turn/start` opens `next_turn`, a `step/start` opens `next_step`), so a chain of
+    /// any other turn and step is never looked up again. The retry ids and scheduled
+    /// attempts stay: their rules reach back across the whole log.
+    fn prune_chains(&mut self) -> Vec<(ChainKey, Chain)> {
+        let live = retry_step(&self.s);
+        self.chains
+            .extract_if(|key, _| Some((key.turn, key.step)) != live)
+            .collect()
+    }
+}
+
+/// The turn and step an `llm/retry` must name: the open turn's open step, or its last closed
+/// one; `None` while no turn is open.
+fn retry_step(s: &Scalars) -> Option<(u64, u64)> {
+    retry_step_of(s.open_turn, s.open_step, s.next_step)
+}
+
+fn retry_step_of(
+    open_turn: Option<u64>,
+    open_step: Option<u64>,
+    next_step: u64,
+) -> Option<(u64, u64)> {
+    Some((open_turn?, open_step.unwrap_or(next_step.wrapping_sub(1))))
 }

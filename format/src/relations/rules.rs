@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::{
-    Chain, ChainKey, Change, Compaction, Crossing, Ptc, PtcOpen, Relations, Scheduled, Tool, Undo,
+    retry_step, Chain, ChainKey, Change, Compaction, Crossing, Ptc, PtcOpen, Relations, Scheduled,
+    Tool, Undo,
 };
 use crate::error::{Rule, Violation};
 use crate::event::{Event, EventData, EventType, SurfaceOp};
@@ -206,10 +207,16 @@ impl Relations {
             Some((&seq, _)) if seq == event.seq => self.forward_sources.pop_first(),
             _ => None,
         };
+        let pruned = if self.chains.is_empty() || retry_step(&self.s) == retry_step(&scalars) {
+            Vec::new()
+        } else {
+            self.prune_chains()
+        };
         Undo {
             scalars,
             change,
             settled,
+            pruned,
         }
     }
 
@@ -734,8 +741,8 @@ impl Relations {
     fn check_retry(&self, data: &Value) -> Checked {
         let turn = data.get("turn").and_then(Value::as_u64);
         let step = data.get("step").and_then(Value::as_u64);
-        let current = self.s.open_step.unwrap_or(self.s.next_step.wrapping_sub(1));
-        if self.s.open_turn.is_none() || turn != self.s.open_turn || step != Some(current) {
+        let current = retry_step(&self.s);
+        if current.is_none() || turn.zip(step) != current {
             return fail(
                 Rule::RetryStep,
                 "llm/retry does not match the current turn and step",

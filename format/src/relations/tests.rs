@@ -894,6 +894,8 @@ fn refused_batch_restores_the_state() {
         admission.admit(event).unwrap();
     }
     let before = admission.relations().checkpoint();
+    // The turn/end drops the live chain; the undo brings it back.
+    assert_eq!(before.chains.len(), 1);
     let (idx, _) = admission.admit_batch(tail).unwrap_err();
     assert_eq!(idx, batch.len() - 1);
     assert_eq!(admission.relations().checkpoint(), before);
@@ -907,4 +909,96 @@ fn refused_batch_restores_the_state() {
     let resumed = super::Relations::from_checkpoint(ctx, cp.clone(), all.len() as u64 - 1).unwrap();
     assert_eq!(resumed.checkpoint(), cp);
     assert_eq!(Rule::TurnStart.name(), "turn-start");
+}
+
+// Goal: the validator keeps only the retry chains a later retry can extend (the open turn's
+// current step), so its state and checkpoints do not grow with the log, and the rules decide
+// as before. Method: retries in two steps and two turns; the chains after each step, the
+// retry rules across the boundaries, and an older build's checkpoint (every chain kept)
+// resuming to the same state.
+#[test]
+fn retry_chains_end_with_their_step() {
+    let ctx = RuleContext {
+        version: V2,
+        snapshot: true,
+    };
+    let rows = with(
+        opening(),
+        &[
+            retry("r1", 1, 1, "k", 1),
+            retry("r2", 1, 1, "other", 1),
+            step_end(1, 1),
+            // The closed step is still current: its chains live on.
+            retry("r1", 1, 1, "k", 2),
+            step_start(1, 2),
+            retry("r3", 1, 2, "k", 1),
+            step_end(1, 2),
+            turn_end(1),
+        ],
+    );
+    let all = events(V2, &rows);
+    let mut walked = admission(V2, Extensions::default(), identity(V2));
+    let mut chains = Vec::new();
+    for event in &all {
+        walked.admit(event).unwrap();
+        let cp = walked.relations().checkpoint();
+        chains.push(
+            cp.chains
+                .iter()
+                .map(|c| (c.retry_id.clone(), c.last_retry))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let ids = |ids: &[(&str, u64)]| {
+        ids.iter()
+            .map(|(id, n)| (id.to_string(), *n))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(chains[4], ids(&[("r1", 1), ("r2", 1)]));
+    assert_eq!(chains[6], ids(&[("r1", 2), ("r2", 1)]));
+    assert_eq!(chains[7], ids(&[]), "step/start 2 ends step 1's chains");
+    assert_eq!(chains[8], ids(&[("r3", 1)]));
+    assert_eq!(chains[10], ids(&[]), "turn/end ends every chain");
+    // Retry ids and scheduled attempts reach across the whole log.
+    let cp = walked.relations().checkpoint();
+    assert_eq!(cp.retry_ids, ["r1", "r2", "r3"]);
+    assert_eq!(cp.scheduled.len(), 4);
+    let next = [
+        turn_start(2),
+        step_start(2, 1),
+        header("p"),
+        retry("r1", 2, 1, "k", 1),
+    ];
+    assert_eq!(
+        run(V2, &with(rows.clone(), &next)),
+        "14: llm/retry reuses retryId \"r1\" across policy chains [retry-id-reused]"
+    );
+    assert_eq!(
+        run(V2, &with(rows.clone(), &[retry_started("r3", 1, 2, 1)])),
+        "ok"
+    );
+    assert_eq!(
+        run(V2, &with(rows.clone(), &[retry_started("r3", 1, 1, 1)])),
+        "11: llm/retry-started does not match its scheduled turn and step [retry-started-step]"
+    );
+    // An older build's checkpoint at seq 8 (after step/start 2) still held step 1's chains.
+    let mut prefix = admission(V2, Extensions::default(), identity(V2));
+    for event in &all[..8] {
+        prefix.admit(event).unwrap();
+    }
+    let mut old = prefix.relations().checkpoint();
+    assert!(old.chains.is_empty());
+    let chain = |id: &str, policy: &str, last: u64| super::checkpoint::ChainCheckpoint {
+        turn: 1,
+        step: 1,
+        provider: Some("p".to_owned()),
+        policy_key: Some(policy.to_owned()),
+        last_retry: last,
+        retry_id: id.to_owned(),
+    };
+    old.chains = vec![chain("r1", "k", 2), chain("r2", "other", 1)];
+    let resumed = super::Relations::from_checkpoint(ctx, old.clone(), 8).unwrap();
+    assert_eq!(resumed.checkpoint(), prefix.relations().checkpoint());
+    old.prune_chains();
+    assert_eq!(old, prefix.relations().checkpoint());
 }

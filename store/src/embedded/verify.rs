@@ -613,8 +613,19 @@ fn kept_checkpoint_problem(key: u64, fresh: Option<FreshKept>, bytes: &[u8]) -> 
         return None;
     }
     // Only a record that does not match is decoded, to tell what is wrong with it.
-    if let Err(reason) = binary::from_slice::<FoldCheckpoint>(&raw) {
-        return cannot_read(reason.to_string());
+    let mut stored = match binary::from_slice::<FoldCheckpoint>(&raw) {
+        Ok(stored) => stored,
+        Err(reason) => return cannot_read(reason.to_string()),
+    };
+    if record.next_seq == key && matches!(&fresh, Some((_, chain)) if record.chain == *chain) {
+        // An older build kept every retry chain; the same state without the dead ones is
+        // what this build writes.
+        stored.relations.prune_chains();
+        let mut canonical = Vec::new();
+        let encoded = sessionlog_format::binary::to_vec(&stored, &mut canonical);
+        if encoded.is_ok() && matches!(&fresh, Some((fresh_raw, _)) if *fresh_raw == canonical) {
+            return None;
+        }
     }
     if record.next_seq != key {
         return Some(format!(
@@ -632,6 +643,13 @@ fn kept_checkpoint_problem(key: u64, fresh: Option<FreshKept>, bytes: &[u8]) -> 
     }
 }
 
+/// The stored checkpoint without the retry chains an older build kept and this one drops
+/// (`RelationsCheckpoint::prune_chains`).
+fn pruned(stored: &mut FoldCheckpoint) -> &FoldCheckpoint {
+    stored.relations.prune_chains();
+    stored
+}
+
 fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
     if walk.report.faults.is_empty() {
         for key in walk.kept.iter().rev() {
@@ -645,8 +663,10 @@ fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
     let problem = match checkpoint {
         None => None,
         Some(Err(reason)) => Some(format!("the checkpoint cannot be read: {reason}")),
-        Some(Ok((next_seq, chain, stored))) => match &walk.fresh_checkpoint {
-            Some((fresh, fresh_chain)) if *fresh == stored && *fresh_chain == chain => None,
+        Some(Ok((next_seq, chain, mut stored))) => match &walk.fresh_checkpoint {
+            Some((fresh, fresh_chain)) if fresh == pruned(&mut stored) && *fresh_chain == chain => {
+                None
+            }
             Some(_) => Some(format!(
                 "the checkpoint at seq {next_seq} differs from a fold from scratch"
             )),

@@ -273,3 +273,60 @@ fn a_store_without_kept_checkpoints_reads_and_keeps_them_from_then_on() {
     assert!(keys[0] >= 3 * KEPT_EVENTS && keys[1] >= 4 * KEPT_EVENTS);
     assert!(store.verify(&[]).unwrap()[0].ok());
 }
+
+/// `record` (a checkpoint record) with its fold checkpoint edited by `edit`, re-encoded as a
+/// writer encodes it (docs/format.md, "Checkpoint record").
+fn with_edited_fold(record: &[u8], edit: impl FnOnce(&mut FoldCheckpoint)) -> Vec<u8> {
+    let raw = zstd::stream::decode_all(&record[48..]).unwrap();
+    let mut fold: FoldCheckpoint = sessionlog_format::binary::from_slice(&raw).unwrap();
+    edit(&mut fold);
+    let mut raw = Vec::new();
+    sessionlog_format::binary::to_vec(&fold, &mut raw).unwrap();
+    let mut bytes = record[..48].to_vec();
+    bytes.extend(zstd::stream::encode_all(raw.as_slice(), 3).unwrap());
+    let crc = crc32fast::hash(&bytes[4..]);
+    bytes[..4].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+// Goal: an older build kept every retry chain in its checkpoints; this one keeps only those a
+// later retry can extend. A kept checkpoint holding dead chains (turn 0 never opens) verifies
+// clean and reads use it; a change to a live part is still a fault.
+// Method: add a dead chain to the first kept record, verify and read; then change its next
+// turn number, verify.
+#[test]
+fn an_older_builds_kept_checkpoint_with_dead_retry_chains_verifies() {
+    let (dir, header, events, _) = redb_session(7);
+    let kept = raw_kept(&dir);
+    let (first, bytes) = kept[0].clone();
+    let dead = sessionlog_format::relations::ChainCheckpoint {
+        turn: 0,
+        step: 1,
+        provider: Some("deepseek".to_owned()),
+        policy_key: Some("dead".to_owned()),
+        last_retry: 2,
+        retry_id: "dead-chain".to_owned(),
+    };
+    let older = with_edited_fold(&bytes, |fold| fold.relations.chains.insert(0, dead));
+    assert_ne!(older, bytes);
+    edit_kept(&dir, |t| {
+        t.insert(first, older.as_slice()).unwrap();
+    });
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    assert_eq!(checkpoint_faults(&store), Vec::<String>::new());
+    assert_reads(&store, &header, &events, "dead chains");
+    drop(store);
+
+    let changed = with_edited_fold(&older, |fold| fold.relations.next_turn += 1);
+    edit_kept(&dir, |t| {
+        t.insert(first, changed.as_slice()).unwrap();
+    });
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    assert_eq!(
+        checkpoint_faults(&store),
+        vec![format!(
+            "the kept checkpoint at seq {} differs from a fold from scratch",
+            first.1
+        )]
+    );
+}
