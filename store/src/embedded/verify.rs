@@ -622,7 +622,7 @@ fn kept_checkpoint_problem(key: u64, fresh: Option<FreshKept>, bytes: &[u8]) -> 
         // what this build writes.
         stored.relations.prune_chains();
         let mut canonical = Vec::new();
-        let encoded = sessionlog_format::binary::to_vec(&stored, &mut canonical);
+        let encoded = binary::to_vec(&stored, &mut canonical);
         if encoded.is_ok() && matches!(&fresh, Some((fresh_raw, _)) if *fresh_raw == canonical) {
             return None;
         }
@@ -643,13 +643,6 @@ fn kept_checkpoint_problem(key: u64, fresh: Option<FreshKept>, bytes: &[u8]) -> 
     }
 }
 
-/// The stored checkpoint without the retry chains an older build kept and this one drops
-/// (`RelationsCheckpoint::prune_chains`).
-fn pruned(stored: &mut FoldCheckpoint) -> &FoldCheckpoint {
-    stored.relations.prune_chains();
-    stored
-}
-
 fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
     if walk.report.faults.is_empty() {
         for key in walk.kept.iter().rev() {
@@ -660,13 +653,19 @@ fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
             });
         }
     }
+    // An older build kept every retry chain; compared without the dead ones, as this build
+    // writes it (`RelationsCheckpoint::prune_chains`).
+    let checkpoint = checkpoint.map(|stored| {
+        stored.map(|(next_seq, chain, mut fold)| {
+            fold.relations.prune_chains();
+            (next_seq, chain, fold)
+        })
+    });
     let problem = match checkpoint {
         None => None,
         Some(Err(reason)) => Some(format!("the checkpoint cannot be read: {reason}")),
-        Some(Ok((next_seq, chain, mut stored))) => match &walk.fresh_checkpoint {
-            Some((fresh, fresh_chain)) if fresh == pruned(&mut stored) && *fresh_chain == chain => {
-                None
-            }
+        Some(Ok((next_seq, chain, stored))) => match &walk.fresh_checkpoint {
+            Some((fresh, fresh_chain)) if *fresh == stored && *fresh_chain == chain => None,
             Some(_) => Some(format!(
                 "the checkpoint at seq {next_seq} differs from a fold from scratch"
             )),

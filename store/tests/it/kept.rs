@@ -142,6 +142,14 @@ fn edit_kept(dir: &tempfile::TempDir, edit: impl FnOnce(&mut redb::Table<(u64, u
     txn.commit().unwrap();
 }
 
+/// The store of `dir` opened read-only after its kept record `key` was replaced by `bytes`.
+fn with_kept(dir: &tempfile::TempDir, key: (u64, u64), bytes: &[u8]) -> Store {
+    edit_kept(dir, |t| {
+        t.insert(key, bytes).unwrap();
+    });
+    Store::open_read_only(&store_path(dir)).unwrap()
+}
+
 fn raw_kept(dir: &tempfile::TempDir) -> Vec<((u64, u64), Vec<u8>)> {
     let db = Database::create(store_path(dir)).unwrap();
     let txn = db.begin_read().unwrap();
@@ -183,10 +191,7 @@ fn damaged_kept_checkpoints_are_reported_and_passed_over() {
     let mut damaged = kept[0].1.clone();
     let last = damaged.len() - 1;
     damaged[last] ^= 1;
-    edit_kept(&dir, |t| {
-        t.insert(first, damaged.as_slice()).unwrap();
-    });
-    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    let store = with_kept(&dir, first, damaged.as_slice());
     assert_eq!(
         checkpoint_faults(&store),
         vec![format!(
@@ -197,10 +202,7 @@ fn damaged_kept_checkpoints_are_reported_and_passed_over() {
     assert_reads(&store, &header, &events, "damaged");
     drop(store);
 
-    edit_kept(&dir, |t| {
-        t.insert(first, kept[1].1.as_slice()).unwrap();
-    });
-    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    let store = with_kept(&dir, first, kept[1].1.as_slice());
     assert_eq!(
         checkpoint_faults(&store),
         vec![format!(
@@ -219,10 +221,7 @@ fn damaged_kept_checkpoints_are_reported_and_passed_over() {
         .find(|(key, _)| key.1 == first.1)
         .map(|(_, bytes)| bytes)
         .expect("the other session kept a checkpoint at the same seq");
-    edit_kept(&dir, |t| {
-        t.insert(first, foreign.as_slice()).unwrap();
-    });
-    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    let store = with_kept(&dir, first, foreign.as_slice());
     assert_eq!(
         checkpoint_faults(&store),
         vec![format!(
@@ -309,19 +308,13 @@ fn an_older_builds_kept_checkpoint_with_dead_retry_chains_verifies() {
     };
     let older = with_edited_fold(&bytes, |fold| fold.relations.chains.insert(0, dead));
     assert_ne!(older, bytes);
-    edit_kept(&dir, |t| {
-        t.insert(first, older.as_slice()).unwrap();
-    });
-    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    let store = with_kept(&dir, first, older.as_slice());
     assert_eq!(checkpoint_faults(&store), Vec::<String>::new());
     assert_reads(&store, &header, &events, "dead chains");
     drop(store);
 
     let changed = with_edited_fold(&older, |fold| fold.relations.next_turn += 1);
-    edit_kept(&dir, |t| {
-        t.insert(first, changed.as_slice()).unwrap();
-    });
-    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    let store = with_kept(&dir, first, changed.as_slice());
     assert_eq!(
         checkpoint_faults(&store),
         vec![format!(
