@@ -1,10 +1,14 @@
 //! `LogService`: the async edge over any [`LogStore`], for the HTTP server and other services.
 //!
 //! The one async service of the workspace. Appends to a backend that groups commits
-//! ([`LogStore::groups_commits`], the embedded store) go through one writer task: callers send
-//! batches over a bounded channel and await their acknowledgement; the task drains whatever is
-//! queued (up to [`GROUP_BATCHES_MAX`]) into one group, commits it with one fsync
-//! ([`LogStore::append_group`]), then answers each caller. Appends to another backend run on
+//! ([`LogStore::groups_commits`], the embedded store) go through one writer thread: callers
+//! send batches over a bounded channel and await their acknowledgement; the thread drains
+//! whatever is queued (up to [`GROUP_BATCHES_MAX`]) into one group, commits it with one fsync
+//! ([`LogStore::append_group`]), then answers each caller. The thread is the service's own,
+//! not one of the runtime's: a group is synchronous work from its first batch to its fsync,
+//! and answering from the thread that committed it saves the two hand-offs a blocking-pool
+//! call per group costs (BENCHMARKS.md, optimisation log). The last handle to drop closes the
+//! queue and joins the thread, so the store is closed when the service is gone. Appends to another backend run on
 //! the blocking pool, each in its own transaction. Reads run on the blocking pool, at most
 //! [`STORE_CALLS_MAX`] at once; whole-session walks (verify, folds) run beside them, bounded by
 //! a turn their caller holds (see [`LogService::run_walk`]). Tails follow a session from any
@@ -58,10 +62,28 @@ type Reply = oneshot::Sender<Result<AppendAck, StoreError>>;
 
 #[derive(Clone)]
 enum Writer {
-    /// The queue of the group-commit writer task.
-    Grouped(mpsc::Sender<(AppendRequest, Reply)>),
+    /// The queue of the group-commit writer thread.
+    Grouped(Arc<GroupWriter>),
     /// One blocking call per batch.
     Direct,
+}
+
+/// The group-commit writer thread and its queue, shared by every clone of a service.
+struct GroupWriter {
+    /// `None` only while dropping, so that the thread sees the queue closed.
+    queue: Option<mpsc::Sender<(AppendRequest, Reply)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for GroupWriter {
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        if let Some(thread) = self.thread.take() {
+            // The thread ends once the queue is closed and drained; a panic in it was
+            // already answered (every caller's reply was dropped: `Poisoned`).
+            let _ = thread.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for LogService {
@@ -73,13 +95,23 @@ impl std::fmt::Debug for LogService {
 }
 
 impl LogService {
-    /// A service over `store`; a backend that groups commits gets its writer task, started on
-    /// the current runtime (so this must be called inside one).
+    /// A service over `store`; a backend that groups commits gets its writer thread.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system cannot start the writer thread.
     pub fn new(store: Arc<dyn LogStore>) -> LogService {
         let writer = if store.groups_commits() {
             let (queue, receiver) = mpsc::channel(QUEUE_BATCHES_MAX);
-            tokio::spawn(writer_task(Arc::clone(&store), receiver));
-            Writer::Grouped(queue)
+            let for_thread = Arc::clone(&store);
+            let thread = std::thread::Builder::new()
+                .name("sessionlog-writer".into())
+                .spawn(move || writer_thread(&*for_thread, receiver))
+                .expect("the writer thread starts");
+            Writer::Grouped(Arc::new(GroupWriter {
+                queue: Some(queue),
+                thread: Some(thread),
+            }))
         } else {
             Writer::Direct
         };
@@ -190,8 +222,9 @@ impl LogService {
     /// Appends a batch; resolves once it is durable (or refused).
     pub async fn append(&self, request: AppendRequest) -> Result<AppendAck, StoreError> {
         let result = match &self.writer {
-            Writer::Grouped(queue) => {
+            Writer::Grouped(writer) => {
                 let (reply, answer) = oneshot::channel();
+                let queue = writer.queue.as_ref().expect("open while a handle lives");
                 match queue.send((request, reply)).await {
                     Ok(()) => answer.await.unwrap_or(Err(StoreError::Poisoned)),
                     Err(_) => Err(StoreError::Poisoned),
@@ -321,12 +354,10 @@ impl Tail {
     }
 }
 
-/// The group-commit writer: drains the queue into groups and commits each with one call.
-async fn writer_task(
-    store: Arc<dyn LogStore>,
-    mut receiver: mpsc::Receiver<(AppendRequest, Reply)>,
-) {
-    while let Some(first) = receiver.recv().await {
+/// The group-commit writer: drains the queue into groups and commits each with one call,
+/// until every handle is gone.
+fn writer_thread(store: &dyn LogStore, mut receiver: mpsc::Receiver<(AppendRequest, Reply)>) {
+    while let Some(first) = receiver.blocking_recv() {
         let mut group = vec![first];
         while group.len() < GROUP_BATCHES_MAX {
             match receiver.try_recv() {
@@ -336,16 +367,16 @@ async fn writer_task(
         }
         let (requests, replies): (Vec<_>, Vec<_>) = group.into_iter().unzip();
         let n_replies = replies.len();
-        let store_for_group = Arc::clone(&store);
-        let results = tokio::task::spawn_blocking(move || store_for_group.append_group(requests))
-            .await
-            .unwrap_or_else(|join| {
-                // The store poisons itself on a panic inside the group (`poison_on_panic`).
-                let failure = StorageFailure::new(format!("the writer panicked: {join}"));
-                (0..n_replies)
-                    .map(|_| Err(StoreError::Storage(failure.clone())))
-                    .collect()
-            });
+        let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            store.append_group(requests)
+        }))
+        .unwrap_or_else(|_| {
+            // The store poisons itself on a panic inside the group (`poison_on_panic`).
+            let failure = StorageFailure::new("the writer panicked");
+            (0..n_replies)
+                .map(|_| Err(StoreError::Storage(failure.clone())))
+                .collect()
+        });
         for (reply, result) in replies.into_iter().zip(results) {
             // A caller that stopped waiting does not undo a durable append.
             let _ = reply.send(result);

@@ -136,7 +136,7 @@ pub trait LogStore: Send + Sync {
     }
 
     /// Whether [`LogStore::append_group`] commits a group at once (one fsync for every batch):
-    /// the async service then funnels appends through one writer task.
+    /// the async service then funnels appends through one writer thread.
     fn groups_commits(&self) -> bool {
         false
     }

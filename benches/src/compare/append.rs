@@ -127,7 +127,7 @@ fn baseline_round(writer: &Writer, sessions: &[&[Vec<Event>]]) {
     });
 }
 
-/// sessionlog: the store, and for concurrent sessions its writer task on a runtime.
+/// sessionlog: the store, and for concurrent sessions its service (group commit on its writer thread) on a runtime.
 struct Ours {
     store: Arc<Store>,
     runtime: tokio::runtime::Runtime,

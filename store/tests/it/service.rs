@@ -1,4 +1,4 @@
-//! The async API: concurrent appenders across sessions share commits through the writer task,
+//! The async API: concurrent appenders across sessions share commits through the writer thread,
 //! every batch is acknowledged once, conflicts come back to the right caller, and a tail
 //! follows a session from any seq.
 
@@ -69,6 +69,29 @@ fn concurrent_appenders_are_all_acknowledged() {
         .unwrap()
         .iter()
         .all(|r| r.ok() && r.events == 100));
+}
+
+// Goal: the store is closed once the last handle on its service is dropped, while the
+// runtime still runs: the group-commit writer thread is joined, not left to finish later.
+// Method: append through two handles, drop both inside the runtime, then open the store
+// again at once (a second open of a store still open is refused with a lock error).
+#[test]
+fn dropping_the_last_handle_closes_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    runtime().block_on(async {
+        let handle = LogService::open(&Location::Redb(path.clone()))
+            .await
+            .unwrap();
+        handle.create_session(header("a"), false).await.unwrap();
+        let second = handle.clone();
+        second.append_events("a", 0, vec![title(0)]).await.unwrap();
+        drop(second);
+        handle.append_events("a", 1, vec![title(1)]).await.unwrap();
+        drop(handle);
+        let store = sessionlog_store::embedded::Store::open(&path).unwrap();
+        assert_eq!(store.head("a").unwrap().next_seq, 2);
+    });
 }
 
 // Goal: a refused batch is refused to its own caller, with the seq and rule, and the other
