@@ -6,19 +6,22 @@
 //! the file name.
 
 use std::collections::VecDeque;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 
 use serde_json::Value;
 
+use self::rows::{LineRead, RowKind, RowStage, Rows, Source};
 use crate::admission::Admission;
 use crate::error::{Fault, ReadError, Rule, Violation};
 use crate::event::{Event, EventType};
-use crate::frame::{is_zstd, FrameCorruption, FrameReader, TornFrame};
+use crate::frame::{is_zstd, FrameReader, TornFrame};
 use crate::header::{is_placeholder, SessionHeader};
 use crate::relations::Identity;
-use crate::row::{decode_row, Decoded, RowContext};
+use crate::row::Decoded;
 use crate::rules::RuleContext;
 use crate::version::{newer_version_refusal, FormatVersion, FORMAT_VERSION_NEWEST};
+
+mod rows;
 
 /// Largest row this reader accepts.
 pub const ROW_SIZE_BYTES_MAX: usize = 64 << 20;
@@ -96,49 +99,20 @@ impl<R: Read> FrameSource for FrameReader<R> {
     }
 }
 
-enum Source<R: Read> {
-    Raw(BufReader<R>),
-    Zstd(Box<BufReader<FrameReader<BufReader<R>>>>),
-    /// Decompressed elsewhere; the function reports the torn frame.
-    Frames(BufReader<R>, fn(&R) -> Option<TornFrame>),
-}
-
-impl<R: Read> Source<R> {
-    fn buf_read(&mut self) -> &mut dyn BufRead {
-        match self {
-            Source::Raw(r) | Source::Frames(r, _) => r,
-            Source::Zstd(r) => r.as_mut(),
-        }
-    }
-
-    fn torn(&self) -> Option<TornFrame> {
-        match self {
-            Source::Raw(_) => None,
-            Source::Zstd(frames) => frames.get_ref().torn(),
-            Source::Frames(frames, torn) => torn(frames.get_ref()),
-        }
-    }
-}
-
-enum LineRead {
-    Complete,
-    Torn,
-    Eof,
-    TooLong,
-}
-
 /// Streams the events of one log.
 pub struct LogReader<R: Read> {
-    source: Source<R>,
+    /// The row stage: the log's lines, read and decoded (see the `rows` module).
+    rows: RowStage<R>,
+    compressed: bool,
     header: SessionHeader,
     version: FormatVersion,
     options: ReadOptions,
     /// Decided from the header, or from the first row in `Auto` mode.
     snapshot: Option<bool>,
     admission: Admission,
+    /// The physical line and byte offset of the last item taken from the row stage.
     line_no: u64,
     offset_bytes: u64,
-    line: Vec<u8>,
     pending: VecDeque<Event>,
     withheld: Option<Fault>,
     finished: bool,
@@ -159,7 +133,8 @@ impl<R: Read> LogReader<R> {
     }
 
     /// Opens a `.jsonl.zstd` log that `frames` decompresses; corruption comes through its reads
-    /// as `InvalidData` errors holding a [`FrameCorruption`], as [`FrameReader`] reports it.
+    /// as `InvalidData` errors holding a [`FrameCorruption`](crate::frame::FrameCorruption),
+    /// as [`FrameReader`] reports it.
     pub fn from_frames(frames: R, options: ReadOptions) -> Result<LogReader<R>, ReadError>
     where
         R: FrameSource,
@@ -169,22 +144,41 @@ impl<R: Read> LogReader<R> {
     }
 
     fn with_source(source: Source<R>, options: ReadOptions) -> Result<LogReader<R>, ReadError> {
-        let mut reader = LogReader {
-            source,
-            header: SessionHeader::new_v3("", 0),
-            version: FormatVersion::V3,
-            options,
-            snapshot: None,
-            admission: Admission::default(),
-            line_no: 0,
+        let compressed = !matches!(source, Source::Raw(_));
+        let mut rows = Rows::new(source);
+        let (header, version, snapshot) = read_header(&mut rows, options)?;
+        rows.start(version, snapshot);
+        Ok(LogReader {
+            line_no: rows.line_no(),
             offset_bytes: 0,
-            line: Vec::new(),
+            rows: RowStage::Inline(rows),
+            compressed,
+            header,
+            version,
+            options,
+            snapshot,
+            admission: Admission::default(),
             pending: VecDeque::new(),
             withheld: None,
             finished: false,
-        };
-        reader.read_header()?;
-        Ok(reader)
+        })
+    }
+
+    /// This reader with its row stage (reading lines and decoding rows) moved to a thread of
+    /// its own, ahead of the admission, which stays on the caller's: on a machine with a core
+    /// to spare a log reads in about the time of its slower half (BENCHMARKS.md, "Check").
+    /// Every event, fault and line number is the same as read inline; the stage runs at most
+    /// two chunks of about 1 MiB of text ahead (a longer row is a chunk of its own).
+    /// Not for an input whose reads may block for long (standard input): dropping the reader
+    /// waits for the stage's current read.
+    pub fn pipelined(self) -> LogReader<R>
+    where
+        R: Send + 'static,
+    {
+        LogReader {
+            rows: self.rows.pipelined(),
+            ..self
+        }
     }
 
     pub fn header(&self) -> &SessionHeader {
@@ -201,7 +195,7 @@ impl<R: Read> LogReader<R> {
     }
 
     pub fn compressed(&self) -> bool {
-        !matches!(self.source, Source::Raw(_))
+        self.compressed
     }
 
     /// The physical line (the header is line 1) of the row that held the last event returned:
@@ -220,123 +214,6 @@ impl<R: Read> LogReader<R> {
         &self.admission
     }
 
-    fn header_fault(&self, message: impl Into<String>) -> ReadError {
-        ReadError::Fault(Fault {
-            line: 1,
-            offset_bytes: 0,
-            seq: None,
-            rule: Rule::Header,
-            message: message.into(),
-        })
-    }
-
-    fn read_header(&mut self) -> Result<(), ReadError> {
-        match self.read_line()? {
-            LineRead::Complete => {}
-            LineRead::Eof => return Err(self.header_fault("the log is empty: no header line")),
-            LineRead::Torn => return Err(self.header_fault("the header line is cut short")),
-            LineRead::TooLong => return Err(self.header_fault("the header line is too large")),
-        }
-        crate::budget::check_values(&self.line).map_err(|m| self.header_fault(m))?;
-        let value: Value = serde_json::from_slice(&self.line)
-            .map_err(|e| self.header_fault(format!("header is not valid JSON: {e}")))?;
-        let version = self.detect_version(&value)?;
-        // `Value` keeps the last of two equal keys; the typed rows refuse duplicates, and so
-        // does the header.
-        serde_json::from_slice::<UniqueMembers>(&self.line)
-            .map_err(|e| self.header_fault(format!("header {e}")))?;
-        let header: SessionHeader =
-            serde_json::from_value(value).map_err(|e| self.header_fault(format!("header {e}")))?;
-        let placeholders = [
-            Some(&header.id),
-            header.cwd.as_ref(),
-            header.parent_session.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        .any(|s| is_placeholder(s));
-        self.snapshot = match self.options.snapshot {
-            SnapshotMode::On => Some(true),
-            SnapshotMode::Off => Some(false),
-            SnapshotMode::Auto if placeholders => Some(true),
-            SnapshotMode::Auto => None,
-        };
-        header
-            .check(version, self.snapshot())
-            .map_err(|m| self.header_fault(m))?;
-        self.header = header;
-        self.version = version;
-        Ok(())
-    }
-
-    /// The version check runs before any other header rule (spec 9).
-    fn detect_version(&self, value: &Value) -> Result<FormatVersion, ReadError> {
-        let Some(object) = value.as_object() else {
-            return Err(self.header_fault("header must be a JSON object"));
-        };
-        let id = object.get("id").and_then(Value::as_str).unwrap_or("");
-        let Some(raw) = object.get("version") else {
-            return Err(self.header_fault(
-                "header has no `version`: this is not a released dsh session log (legacy \
-                 protocol recordings carry no format version)",
-            ));
-        };
-        let Some(number) = raw.as_u64() else {
-            return Err(self.header_fault(format!(
-                "header version must be a non-negative integer, found {raw}"
-            )));
-        };
-        if number > FORMAT_VERSION_NEWEST {
-            return Err(ReadError::NewerVersion {
-                id: id.to_owned(),
-                found: number,
-                supported: FORMAT_VERSION_NEWEST,
-                message: newer_version_refusal(id, number),
-            });
-        }
-        Ok(FormatVersion::from_number(number).expect("numbers up to the newest version are known"))
-    }
-
-    fn read_line(&mut self) -> Result<LineRead, ReadError> {
-        self.offset_bytes += self.line_len_consumed();
-        self.line.clear();
-        let outcome = read_bounded_line(self.source.buf_read(), &mut self.line);
-        match outcome {
-            Ok(read) => {
-                if !matches!(read, LineRead::Eof) {
-                    self.line_no += 1;
-                }
-                Ok(read)
-            }
-            Err(error) => Err(self.io_error(error)),
-        }
-    }
-
-    /// Bytes of the previous line including its newline; offsets are tracked lazily.
-    fn line_len_consumed(&self) -> u64 {
-        if self.line_no == 0 {
-            0
-        } else {
-            self.line.len() as u64 + 1
-        }
-    }
-
-    fn io_error(&self, error: io::Error) -> ReadError {
-        match error
-            .get_ref()
-            .and_then(|e| e.downcast_ref::<FrameCorruption>())
-        {
-            Some(corruption) => ReadError::Fault(Fault {
-                line: self.line_no + 1,
-                offset_bytes: self.offset_bytes,
-                seq: None,
-                rule: Rule::Frame,
-                message: corruption.to_string(),
-            }),
-            None => ReadError::Io(error),
-        }
-    }
-
     /// The next event, `None` at the end (or when the recoverable policy withheld the rest).
     pub fn next_event(&mut self) -> Option<Result<Event, ReadError>> {
         loop {
@@ -346,53 +223,41 @@ impl<R: Read> LogReader<R> {
             if self.finished {
                 return None;
             }
-            let read = match self.read_line() {
-                Ok(read) => read,
-                Err(error) => return self.stop(error),
-            };
-            match read {
-                LineRead::Complete => {}
-                LineRead::Eof => return self.end_of_input(),
-                LineRead::Torn => {
-                    let message = match self.torn_frame_message() {
-                        Some(message) => message,
-                        None => format!(
-                            "the last line is cut short at byte offset {} (no newline)",
-                            self.offset_bytes + self.line.len() as u64
-                        ),
-                    };
-                    return self.torn(message);
+            match self.next_item() {
+                RowKind::Row { snapshot, decoded } => {
+                    if let Err(fault) = self.process_row(snapshot, decoded) {
+                        return self.fail(fault);
+                    }
                 }
-                LineRead::TooLong => {
+                RowKind::End(torn_frame) => return self.end_of_input(torn_frame),
+                RowKind::Torn(message) => return self.torn(message),
+                RowKind::TooLong => {
                     let message = format!("row exceeds {ROW_SIZE_BYTES_MAX} bytes");
                     let fault = self.fault(None, Violation::new(Rule::TooLarge, message));
                     return self.fail(fault);
                 }
-            }
-            if let Err(fault) = self.process_line() {
-                return self.fail(fault);
+                RowKind::Failed(error) => return self.stop(error),
             }
         }
     }
 
-    fn end_of_input(&mut self) -> Option<Result<Event, ReadError>> {
+    /// The row stage's next item; its line and offset become the reader's.
+    fn next_item(&mut self) -> RowKind {
+        let item = self.rows.next_item();
+        self.line_no = item.line_no;
+        self.offset_bytes = item.offset_bytes;
+        item.kind
+    }
+
+    fn end_of_input(&mut self, torn_frame: Option<String>) -> Option<Result<Event, ReadError>> {
         self.finished = true;
-        if let Some(message) = self.torn_frame_message() {
+        if let Some(message) = torn_frame {
             return self.torn(message);
         }
         // The relationships that only the end of a whole log decides (spec 12.2).
         let (seq, violation) = self.admission.finish().err()?;
         let fault = self.fault(Some(seq), violation);
         Some(Err(ReadError::Fault(fault)))
-    }
-
-    /// Names the zstd frame that ended early, when the input is compressed and did.
-    fn torn_frame_message(&self) -> Option<String> {
-        let torn = self.source.torn()?;
-        Some(format!(
-            "end of file inside zstd frame {} (at byte offset {})",
-            torn.frame_index, torn.frame_offset_bytes
-        ))
     }
 
     fn torn(&mut self, message: String) -> Option<Result<Event, ReadError>> {
@@ -451,44 +316,28 @@ impl<R: Read> LogReader<R> {
         }
     }
 
-    /// Scans the rest of the input for a decodable `turn/end` row.
+    /// Scans the rest of the input for a row that fully decodes as a `turn/end`.
     fn later_turn_end(&mut self) -> Result<Option<u64>, ReadError> {
         loop {
-            match self.read_line() {
-                Ok(LineRead::Complete) => {
-                    if self.is_decodable_turn_end() {
-                        return Ok(Some(self.line_no));
-                    }
-                }
-                Ok(LineRead::TooLong) => {}
-                Ok(LineRead::Eof | LineRead::Torn) => return Ok(None),
-                Err(ReadError::Fault(_)) => return Ok(None),
-                Err(error) => return Err(error),
+            match self.next_item() {
+                RowKind::Row {
+                    decoded: Ok(Decoded::One(event)),
+                    ..
+                } if event.kind == EventType::TurnEnd => return Ok(Some(self.line_no)),
+                RowKind::Row { .. } | RowKind::TooLong => {}
+                RowKind::End(_) | RowKind::Torn(_) => return Ok(None),
+                RowKind::Failed(ReadError::Fault(_)) => return Ok(None),
+                RowKind::Failed(error) => return Err(error),
             }
         }
     }
 
-    /// A later row proves the suffix committed only when it fully decodes as a `turn/end`.
-    fn is_decodable_turn_end(&self) -> bool {
-        let ctx = RowContext {
-            version: self.version,
-            snapshot: self.snapshot(),
-        };
-        match decode_row(&self.line, ctx, 0) {
-            Ok(Decoded::One(event)) => event.kind == EventType::TurnEnd,
-            _ => false,
-        }
-    }
-
-    fn process_line(&mut self) -> Result<(), Fault> {
-        let snapshot = match self.snapshot {
-            Some(snapshot) => snapshot,
-            None => {
-                let detected = first_row_lacks_seq(&self.line);
-                self.snapshot = Some(detected);
-                detected
-            }
-        };
+    fn process_row(
+        &mut self,
+        snapshot: bool,
+        decoded: Result<Decoded, Violation>,
+    ) -> Result<(), Fault> {
+        self.snapshot.get_or_insert(snapshot);
         if self.admission.next_seq() == 0 {
             self.admission = Admission::new(RuleContext {
                 version: self.version,
@@ -496,13 +345,7 @@ impl<R: Read> LogReader<R> {
             });
             self.admission.set_identity(Identity::of(&self.header));
         }
-        let ctx = RowContext {
-            version: self.version,
-            snapshot,
-        };
-        let decoded = decode_row(&self.line, ctx, self.admission.next_seq())
-            .map_err(|v| self.fault(None, v))?;
-        match decoded {
+        match decoded.map_err(|v| self.fault(None, v))? {
             Decoded::One(event) => {
                 self.admit(&event)?;
                 self.pending.push_back(*event);
@@ -524,51 +367,84 @@ impl<R: Read> LogReader<R> {
     }
 }
 
-fn first_row_lacks_seq(line: &[u8]) -> bool {
-    // A row over the value budget is not parsed here; `decode_row` refuses it.
-    if crate::budget::check_values(line).is_err() {
-        return false;
-    }
-    match serde_json::from_slice::<Value>(line) {
-        Ok(Value::Object(row)) => !row.contains_key("seq") && !row.contains_key("seq0"),
-        _ => false,
-    }
+fn header_fault(message: impl Into<String>) -> ReadError {
+    ReadError::Fault(Fault {
+        line: 1,
+        offset_bytes: 0,
+        seq: None,
+        rule: Rule::Header,
+        message: message.into(),
+    })
 }
 
-fn read_bounded_line(source: &mut dyn BufRead, line: &mut Vec<u8>) -> io::Result<LineRead> {
-    loop {
-        let available = match source.fill_buf() {
-            Ok(available) => available,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if available.is_empty() {
-            return Ok(if line.is_empty() {
-                LineRead::Eof
-            } else {
-                LineRead::Torn
-            });
-        }
-        match memchr::memchr(b'\n', available) {
-            Some(newline_idx) => {
-                line.extend_from_slice(&available[..newline_idx]);
-                source.consume(newline_idx + 1);
-                // The newline may come in the same chunk that takes the row over the limit.
-                if line.len() > ROW_SIZE_BYTES_MAX {
-                    return Ok(LineRead::TooLong);
-                }
-                return Ok(LineRead::Complete);
-            }
-            None => {
-                let n = available.len();
-                line.extend_from_slice(available);
-                source.consume(n);
-                if line.len() > ROW_SIZE_BYTES_MAX {
-                    return Ok(LineRead::TooLong);
-                }
-            }
-        }
+/// Reads and checks the header line: the header, its version, and the snapshot mode when the
+/// options or the header decide it (`None`: the first row decides).
+fn read_header<R: Read>(
+    rows: &mut Rows<R>,
+    options: ReadOptions,
+) -> Result<(SessionHeader, FormatVersion, Option<bool>), ReadError> {
+    match rows.read_line()? {
+        LineRead::Complete => {}
+        LineRead::Eof => return Err(header_fault("the log is empty: no header line")),
+        LineRead::Torn => return Err(header_fault("the header line is cut short")),
+        LineRead::TooLong => return Err(header_fault("the header line is too large")),
     }
+    crate::budget::check_values(rows.line()).map_err(header_fault)?;
+    let value: Value = serde_json::from_slice(rows.line())
+        .map_err(|e| header_fault(format!("header is not valid JSON: {e}")))?;
+    let version = detect_version(&value)?;
+    // `Value` keeps the last of two equal keys; the typed rows refuse duplicates, and so
+    // does the header.
+    serde_json::from_slice::<UniqueMembers>(rows.line())
+        .map_err(|e| header_fault(format!("header {e}")))?;
+    let header: SessionHeader =
+        serde_json::from_value(value).map_err(|e| header_fault(format!("header {e}")))?;
+    let placeholders = [
+        Some(&header.id),
+        header.cwd.as_ref(),
+        header.parent_session.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|s| is_placeholder(s));
+    let snapshot = match options.snapshot {
+        SnapshotMode::On => Some(true),
+        SnapshotMode::Off => Some(false),
+        SnapshotMode::Auto if placeholders => Some(true),
+        SnapshotMode::Auto => None,
+    };
+    header
+        .check(version, snapshot.unwrap_or(false))
+        .map_err(header_fault)?;
+    Ok((header, version, snapshot))
+}
+
+/// The version check runs before any other header rule (spec 9).
+fn detect_version(value: &Value) -> Result<FormatVersion, ReadError> {
+    let Some(object) = value.as_object() else {
+        return Err(header_fault("header must be a JSON object"));
+    };
+    let id = object.get("id").and_then(Value::as_str).unwrap_or("");
+    let Some(raw) = object.get("version") else {
+        return Err(header_fault(
+            "header has no `version`: this is not a released dsh session log (legacy \
+             protocol recordings carry no format version)",
+        ));
+    };
+    let Some(number) = raw.as_u64() else {
+        return Err(header_fault(format!(
+            "header version must be a non-negative integer, found {raw}"
+        )));
+    };
+    if number > FORMAT_VERSION_NEWEST {
+        return Err(ReadError::NewerVersion {
+            id: id.to_owned(),
+            found: number,
+            supported: FORMAT_VERSION_NEWEST,
+            message: newer_version_refusal(id, number),
+        });
+    }
+    Ok(FormatVersion::from_number(number).expect("numbers up to the newest version are known"))
 }
 
 /// A JSON object whose top-level member names are checked to be distinct (values skipped).

@@ -69,6 +69,20 @@ impl FrameSource for LogInput {
     }
 }
 
+/// `reader` with its row stage (reading and decoding rows) on a thread of its own, ahead of
+/// the admission ([`LogReader::pipelined`]), for a caller that migrates what it reads: its
+/// own thread then has about as much work as the decoding, and the two share the machine's
+/// cores. A caller that only checks the rules gains nothing from it (the hand-off costs about
+/// what it saves; BENCHMARKS.md, "Check"). Standard input is read inline, so that a reader
+/// dropped early never waits on a read that may block.
+pub fn read_ahead(reader: LogReader<LogInput>, path: &Path) -> LogReader<LogInput> {
+    if is_stdin(path) {
+        reader
+    } else {
+        reader.pipelined()
+    }
+}
+
 /// Opens `path` read-only (`-`: standard input) and reads its header.
 pub fn open_log(path: &Path, options: ReadOptions) -> Result<LogReader<LogInput>, Error> {
     let read = if is_stdin(path) {

@@ -145,6 +145,7 @@ fn convert(
     }
     let to = options.target();
     let prove = !options.skip_proof;
+    let reader = crate::files::read_ahead(reader, source);
     let writer_options = WriterOptions {
         compression: if compressed {
             Compression::Zstd

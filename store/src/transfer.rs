@@ -16,7 +16,7 @@ use sessionlog_format::{
 
 use crate::embedded::{AppendAck, Head, StoreError};
 use crate::error::Error;
-use crate::files::open_log;
+use crate::files::{open_log, read_ahead};
 use crate::log_store::LogStore;
 use crate::publish::publish_file;
 
@@ -95,11 +95,11 @@ fn import_migrated(
         snapshot,
     };
     let discard = |_: &SessionHeader| Ok(crate::migrate::Discard);
-    let proved =
-        crate::migrate::stream(open_log(path, options)?, path, true, &mut |_| {}, discard)?;
+    let first = read_ahead(open_log(path, options)?, path);
+    let proved = crate::migrate::stream(first, path, true, &mut |_| {}, discard)?;
     let streamed = match proved {
         Ok(_) => {
-            let reader = open_log(path, options)?;
+            let reader = read_ahead(open_log(path, options)?, path);
             let snapshot = reader.snapshot();
             // The import begins once the migrator knows the target header.
             crate::migrate::stream(reader, path, false, &mut |_| {}, move |header| {

@@ -4,7 +4,7 @@ use std::fs::File;
 
 use sessionlog_format::{read_log, ReadError, ReadOptions};
 
-use crate::support::{fixtures_dir, manifest};
+use crate::support::{assert_pipelined_reads_agree, fixtures_dir, manifest};
 
 // Goal: accept every recording the manifest accepts and refuse the rest with a clear fault.
 // Method: read each file with the default (strict, auto-snapshot) options and compare with the
@@ -32,6 +32,18 @@ fn every_fixture_matches_the_manifest() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// Goal: every recording of the corpus, valid or not, reads the same with the row stage on a
+// thread of its own (`LogReader::pipelined`) as inline, under every policy and mode.
+#[test]
+fn every_fixture_reads_the_same_pipelined() {
+    let Some(dir) = fixtures_dir() else { return };
+    for row in &manifest(&dir) {
+        let bytes = std::fs::read(&row.path).expect("fixture is readable");
+        let name = row.path.strip_prefix(&dir).unwrap().display().to_string();
+        assert_pipelined_reads_agree(&bytes, &name);
+    }
 }
 
 // Goal: the V1 physical reader (V0's layout, packed rows included, under a version-1 header)

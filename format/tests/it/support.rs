@@ -292,3 +292,53 @@ impl std::io::Write for SharedBuf {
         Ok(())
     }
 }
+
+/// Everything a reader of `bytes` yields, as text: each event (or error) with the reader's line
+/// after it, then the snapshot mode and the withheld fault. Equal texts mean equal reads.
+pub fn read_trace(
+    bytes: &[u8],
+    options: sessionlog_format::ReadOptions,
+    pipelined: bool,
+) -> Vec<String> {
+    let reader =
+        match sessionlog_format::LogReader::new(std::io::Cursor::new(bytes.to_vec()), options) {
+            Ok(reader) => reader,
+            Err(error) => return vec![format!("open: {error:?}")],
+        };
+    let mut reader = if pipelined {
+        reader.pipelined()
+    } else {
+        reader
+    };
+    let mut trace = Vec::new();
+    while let Some(event) = reader.next_event() {
+        trace.push(format!("{} {event:?}", reader.line()));
+    }
+    trace.push(format!(
+        "end {} snapshot={} compressed={} withheld={:?}",
+        reader.line(),
+        reader.snapshot(),
+        reader.compressed(),
+        reader.withheld()
+    ));
+    trace
+}
+
+/// Asserts that a pipelined reader of `bytes` yields exactly what an inline one does, under
+/// every recovery policy and snapshot mode.
+pub fn assert_pipelined_reads_agree(bytes: &[u8], name: &str) {
+    use sessionlog_format::{ReadOptions, Recovery, SnapshotMode};
+    for recovery in [Recovery::Strict, Recovery::Recoverable] {
+        for snapshot in [SnapshotMode::Auto, SnapshotMode::On, SnapshotMode::Off] {
+            let options = ReadOptions { recovery, snapshot };
+            let inline = read_trace(bytes, options, false);
+            let pipelined = read_trace(bytes, options, true);
+            assert!(
+                inline == pipelined,
+                "{name} {options:?}: inline and pipelined reads differ\ninline:    {:?}\npipelined: {:?}",
+                inline.iter().zip(&pipelined).find(|(a, b)| a != b),
+                (inline.len(), pipelined.len())
+            );
+        }
+    }
+}
