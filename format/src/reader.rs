@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read};
 
 use serde_json::Value;
 
-use self::rows::{LineRead, RowKind, RowStage, Rows, Source};
+use self::rows::{LineRead, RowItem, RowKind, RowStage, Rows, Source};
 use crate::admission::Admission;
 use crate::error::{Fault, ReadError, Rule, Violation};
 use crate::event::{Event, EventType};
@@ -103,6 +103,8 @@ impl<R: Read> FrameSource for FrameReader<R> {
 pub struct LogReader<R: Read> {
     /// The row stage: the log's lines, read and decoded (see the `rows` module).
     rows: RowStage<R>,
+    /// The first row, read at the open to decide the snapshot mode, until it is taken.
+    first: Option<RowItem>,
     compressed: bool,
     header: SessionHeader,
     version: FormatVersion,
@@ -146,11 +148,28 @@ impl<R: Read> LogReader<R> {
     fn with_source(source: Source<R>, options: ReadOptions) -> Result<LogReader<R>, ReadError> {
         let compressed = !matches!(source, Source::Raw(_));
         let mut rows = Rows::new(source);
-        let (header, version, snapshot) = read_header(&mut rows, options)?;
+        let (header, version, mut snapshot) = read_header(&mut rows, options)?;
         rows.start(version, snapshot);
+        let line_no = rows.line_no();
+        // When neither the options nor the header decide the snapshot mode, the first row
+        // does; it is read now, so that `snapshot()` is the log's from the open on (an import
+        // creates its session, and a migration its target, in that mode before any event).
+        let first = if snapshot.is_none() {
+            let item = rows.next_item();
+            if let RowKind::Row {
+                snapshot: first, ..
+            } = item.kind
+            {
+                snapshot = Some(first);
+            }
+            Some(item)
+        } else {
+            None
+        };
         Ok(LogReader {
-            line_no: rows.line_no(),
+            line_no,
             offset_bytes: 0,
+            first,
             rows: RowStage::Inline(rows),
             compressed,
             header,
@@ -243,7 +262,10 @@ impl<R: Read> LogReader<R> {
 
     /// The row stage's next item; its line and offset become the reader's.
     fn next_item(&mut self) -> RowKind {
-        let item = self.rows.next_item();
+        let item = match self.first.take() {
+            Some(item) => item,
+            None => self.rows.next_item(),
+        };
         self.line_no = item.line_no;
         self.offset_bytes = item.offset_bytes;
         item.kind

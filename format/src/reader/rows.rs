@@ -175,7 +175,7 @@ impl<R: Read> Rows<R> {
     }
 
     /// Reads the next line and says what it is.
-    fn next_item(&mut self) -> RowItem {
+    pub(super) fn next_item(&mut self) -> RowItem {
         let kind = match self.read_line() {
             Err(error) => RowKind::Failed(error),
             Ok(LineRead::Complete) => self.decode(),

@@ -3,7 +3,8 @@
 use pretty_assertions::assert_eq;
 use sessionlog_format::row::encode_row;
 use sessionlog_format::{
-    read_log, Compression, Event, Fault, FormatVersion, Log, ReadError, ReadOptions, Recovery, Rule,
+    read_log, Compression, Event, Fault, FormatVersion, Log, LogReader, ReadError, ReadOptions,
+    Recovery, Rule,
 };
 
 use crate::support::{sample_batches, sample_header, write_log};
@@ -336,6 +337,37 @@ fn corrupt_middle_frame_is_fatal() {
             );
             let named = format!("zstd frame {frame_idx} at byte offset {start} is corrupt");
             assert!(fault.message.starts_with(&named), "{options:?}: {fault}");
+        }
+    }
+}
+
+// Goal: in `Auto` mode a log whose header names no placeholder is a normalized recording when
+// its first row has no `seq`, and the reader says so from the open on, before any event is
+// read (an import creates its session, a migration its target, in that mode first).
+// Method: the same two rows with and without `seq` and `time`, read inline and pipelined.
+#[test]
+fn the_first_row_decides_the_snapshot_mode_at_the_open() {
+    let header = r#"{"type":"session","version":3,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0}"#;
+    let normalized = r#"{"type":"permission/preset","data":{"preset":"danger-full-access"}}"#;
+    let plain =
+        r#"{"type":"permission/preset","seq":0,"time":5,"data":{"preset":"danger-full-access"}}"#;
+    for (row, snapshot) in [(normalized, true), (plain, false)] {
+        let bytes = format!("{header}\n{row}\n").into_bytes();
+        for pipelined in [false, true] {
+            let options = ReadOptions::default();
+            let reader = LogReader::new(std::io::Cursor::new(bytes.clone()), options).unwrap();
+            let mut reader = if pipelined {
+                reader.pipelined()
+            } else {
+                reader
+            };
+            assert_eq!(reader.snapshot(), snapshot, "{row} at the open");
+            assert_eq!(reader.line(), 1, "the header is the last line taken");
+            let event = reader.next_event().unwrap().unwrap();
+            assert_eq!((event.seq, event.time), (0, if snapshot { 0 } else { 5 }));
+            assert_eq!(reader.line(), 2);
+            assert!(reader.next_event().is_none());
+            assert_eq!(reader.snapshot(), snapshot);
         }
     }
 }

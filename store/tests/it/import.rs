@@ -399,3 +399,40 @@ fn replay_refuses_any_other_difference_of_session_records() {
         "{error}"
     );
 }
+
+// Goal: a normalized recording whose header names no placeholder (only its rows lack `seq`
+// and `time`) is imported as one: the session is created in snapshot mode, which the reader
+// knows from the open, not only once its first row is read.
+// Method: import such a log (a pipelined read of it too, through `check`'s V3 migration) and
+// ask the store for the session's mode; import the same rows with `seq` and `time` beside it.
+#[test]
+fn a_recording_told_by_its_first_row_is_imported_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = |id: &str| {
+        format!(
+            r#"{{"type":"session","version":3,"id":"{id}","createdAt":1,"isSeeded":false,"delegationDepth":0}}"#
+        )
+    };
+    let row = r#"{"type":"permission/preset","data":{"preset":"danger-full-access"}}"#;
+    let timed = |seq: u64| {
+        format!(
+            r#"{{"type":"permission/preset","seq":{seq},"time":7,"data":{{"preset":"danger-full-access"}}}}"#
+        )
+    };
+    let normalized = dir.path().join("normalized.jsonl");
+    std::fs::write(&normalized, format!("{}\n{row}\n{row}\n", header("n"))).unwrap();
+    let plain = dir.path().join("plain.jsonl");
+    std::fs::write(
+        &plain,
+        format!("{}\n{}\n{}\n", header("p"), timed(0), timed(1)),
+    )
+    .unwrap();
+    let (_store_dir, store) = temp_store();
+    assert_eq!(import(&store, &normalized).unwrap().events, 2);
+    assert_eq!(import(&store, &plain).unwrap().events, 2);
+    assert!(store.is_snapshot("n").unwrap());
+    assert!(!store.is_snapshot("p").unwrap());
+    let report = sessionlog_store::check::check_file(&normalized, Default::default());
+    assert!(report.ok && report.snapshot, "{report:?}");
+    assert!(report.migration.is_none(), "{report:?}");
+}

@@ -19,6 +19,13 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// The service over a redb store at `path`, created if missing.
+async fn service(path: &std::path::Path) -> LogService {
+    LogService::open(&Location::Redb(path.to_owned()))
+        .await
+        .unwrap()
+}
+
 // Goal: 8 tasks append 50 batches each to 4 sessions at once; every acknowledged batch is
 // stored in order, and the data survives a reopen with verify clean.
 // Method: two tasks per session race on expected seqs; a conflict is retried with the head.
@@ -27,9 +34,7 @@ fn concurrent_appenders_are_all_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
     runtime().block_on(async {
-        let handle = LogService::open(&Location::Redb(path.clone()))
-            .await
-            .unwrap();
+        let handle = service(&path).await;
         for session in 0..4 {
             handle
                 .create_session(header(&format!("s{session}")), false)
@@ -80,9 +85,7 @@ fn dropping_the_last_handle_closes_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
     runtime().block_on(async {
-        let handle = LogService::open(&Location::Redb(path.clone()))
-            .await
-            .unwrap();
+        let handle = service(&path).await;
         handle.create_session(header("a"), false).await.unwrap();
         let second = handle.clone();
         second.append_events("a", 0, vec![title(0)]).await.unwrap();
