@@ -8,13 +8,14 @@
 //! not one of the runtime's: a group is synchronous work from its first batch to its fsync,
 //! and answering from the thread that committed it saves the two hand-offs a blocking-pool
 //! call per group costs (BENCHMARKS.md, optimisation log). The last handle to drop closes the
-//! queue and joins the thread, so the store is closed when the service is gone. Appends to another backend run on
-//! the blocking pool, each in its own transaction. Reads run on the blocking pool, at most
-//! [`STORE_CALLS_MAX`] at once; whole-session walks (verify, folds) run beside them, bounded by
-//! a turn their caller holds (see [`LogService::run_walk`]). Tails follow a session from any
-//! seq: they wake when this service commits to the session, and, on a shared
-//! backend that other processes also write, every [`TAIL_POLL_INTERVAL`] as well. Closing the
-//! service ends every tail, so a server can shut down while clients are following.
+//! queue and joins the thread, so the store is closed when the service is gone. Appends to
+//! another backend run on the blocking pool, each in its own transaction. Reads run on the
+//! blocking pool, at most [`STORE_CALLS_MAX`] at once; whole-session walks (verify, folds)
+//! run beside them, bounded by a turn their caller holds (see [`LogService::run_walk`]).
+//! Tails follow a session from any seq: they wake when this service commits to the session,
+//! and, on a shared backend that other processes also write, every [`TAIL_POLL_INTERVAL`] as
+//! well. Closing the service ends every tail, so a server can shut down while clients are
+//! following.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
