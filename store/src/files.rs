@@ -73,8 +73,9 @@ impl FrameSource for LogInput {
 /// the admission ([`LogReader::pipelined`]), for a caller that migrates what it reads: its
 /// own thread then has about as much work as the decoding, and the two share the machine's
 /// cores. A caller that only checks the rules gains nothing from it (the hand-off costs about
-/// what it saves; BENCHMARKS.md, "Check"). Standard input is read inline, so that a reader
-/// dropped early never waits on a read that may block.
+/// what it saves), nor does one that appends to the embedded store, whose sealer already
+/// takes the second core (BENCHMARKS.md, optimisation logs). Standard input is read inline,
+/// so that a reader dropped early never waits on a read that may block.
 pub fn read_ahead(reader: LogReader<LogInput>, path: &Path) -> LogReader<LogInput> {
     if is_stdin(path) {
         reader

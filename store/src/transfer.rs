@@ -95,11 +95,13 @@ fn import_migrated(
         snapshot,
     };
     let discard = |_: &SessionHeader| Ok(crate::migrate::Discard);
+    // The first pass only migrates and proves, so its rows are read ahead; the second one
+    // appends, and the second core is then the sealer's (`read_ahead`).
     let first = read_ahead(open_log(path, options)?, path);
     let proved = crate::migrate::stream(first, path, true, &mut |_| {}, discard)?;
     let streamed = match proved {
         Ok(_) => {
-            let reader = read_ahead(open_log(path, options)?, path);
+            let reader = open_log(path, options)?;
             let snapshot = reader.snapshot();
             // The import begins once the migrator knows the target header.
             crate::migrate::stream(reader, path, false, &mut |_| {}, move |header| {
