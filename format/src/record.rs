@@ -119,26 +119,42 @@ pub fn encode_event_with(
         event,
         version: FormatVersion::V3,
     };
-    let mut raw = Vec::new();
-    binary::to_vec(&row, &mut raw)?;
-    let (body, flags) = match encoding {
-        BodyEncoding::Plain => (std::borrow::Cow::Borrowed(raw.as_slice()), 0),
-        BodyEncoding::CompressLarge => compress_if_smaller(raw.as_slice())?,
-    };
-    if body.len() > BODY_BYTES_MAX || raw.len() > BODY_BYTES_MAX {
-        return Err(RecordError::TooLarge {
-            size_bytes: raw.len().max(body.len()),
-        });
-    }
+    // The body is encoded in place after the header's room: no intermediate buffer.
     let start = out.len();
     out.resize(start + RECORD_HEADER_BYTES, 0);
-    out.extend_from_slice(&body);
+    let body_start = start + RECORD_HEADER_BYTES;
+    if let Err(error) = binary::to_vec(&row, out) {
+        out.truncate(start);
+        return Err(error.into());
+    }
+    let raw_len = out.len() - body_start;
+    let (body_len, flags) = match encoding {
+        BodyEncoding::Plain => (raw_len, 0),
+        BodyEncoding::CompressLarge => match compress_if_smaller(&out[body_start..]) {
+            Ok((std::borrow::Cow::Owned(compressed), flags)) => {
+                out.truncate(body_start);
+                out.extend_from_slice(&compressed);
+                (compressed.len(), flags)
+            }
+            Ok((std::borrow::Cow::Borrowed(_), flags)) => (raw_len, flags),
+            Err(error) => {
+                out.truncate(start);
+                return Err(error);
+            }
+        },
+    };
+    if body_len > BODY_BYTES_MAX || raw_len > BODY_BYTES_MAX {
+        out.truncate(start);
+        return Err(RecordError::TooLarge {
+            size_bytes: raw_len.max(body_len),
+        });
+    }
     let record = &mut out[start..];
     record[SEQ_OFFSET..KIND_OFFSET].copy_from_slice(&event.seq.to_le_bytes());
     record[KIND_OFFSET] = RECORD_KIND_EVENT;
     record[FLAGS_OFFSET] = flags;
-    record[BODY_LEN_OFFSET..RAW_LEN_OFFSET].copy_from_slice(&len_u32(body.len()).to_le_bytes());
-    record[RAW_LEN_OFFSET..RECORD_HEADER_BYTES].copy_from_slice(&len_u32(raw.len()).to_le_bytes());
+    record[BODY_LEN_OFFSET..RAW_LEN_OFFSET].copy_from_slice(&len_u32(body_len).to_le_bytes());
+    record[RAW_LEN_OFFSET..RECORD_HEADER_BYTES].copy_from_slice(&len_u32(raw_len).to_le_bytes());
     let chain = chain_after(prev_chain, &record[CHAIN_END..]);
     record[CRC_BYTES..CHAIN_END].copy_from_slice(&chain);
     let crc = crc32fast::hash(&record[CRC_BYTES..]);

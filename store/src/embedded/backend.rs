@@ -1,6 +1,5 @@
 //! The embedded store as a [`LogStore`], and the checkpoint record codec other backends share.
 
-use redb::ReadableDatabase;
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::record::ChainHash;
 use sessionlog_format::{binary, Event, SessionHeader};
@@ -43,7 +42,7 @@ impl LogStore for Store {
 
     fn session_info(&self, session: &str) -> Result<SessionInfo, StoreError> {
         guard("reading a session record", || {
-            let txn = self.db().begin_read().map_err(storage)?;
+            let txn = self.read_txn()?;
             let record = session_record(&txn, session)?;
             Ok(SessionInfo {
                 header: record.header,
@@ -87,7 +86,7 @@ impl LogStore for Store {
         to_seq: u64,
     ) -> Result<Vec<StoredRecord>, StoreError> {
         guard("reading records", || {
-            let txn = self.db().begin_read().map_err(storage)?;
+            let txn = self.read_txn()?;
             let record = session_record(&txn, session)?;
             let events = txn.open_table(EVENTS).map_err(storage)?;
             let blocks = txn.open_table(BLOCKS).map_err(storage)?;
@@ -107,7 +106,7 @@ impl LogStore for Store {
 
     fn checkpoint(&self, session: &str) -> Result<Option<StoredCheckpoint>, StoreError> {
         guard("reading a checkpoint", || {
-            let txn = self.db().begin_read().map_err(storage)?;
+            let txn = self.read_txn()?;
             let record = session_record(&txn, session)?;
             let checkpoints = txn.open_table(CHECKPOINTS).map_err(storage)?;
             let Some(bytes) = checkpoints.get(record.key).map_err(storage)? else {
@@ -119,7 +118,7 @@ impl LogStore for Store {
 
     fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {
         guard("reading the kept checkpoints", || {
-            let txn = self.db().begin_read().map_err(storage)?;
+            let txn = self.read_txn()?;
             let record = session_record(&txn, session)?;
             super::verify::read_kept_checkpoint_seqs(&txn, record.key)
         })
@@ -131,7 +130,7 @@ impl LogStore for Store {
         end_seq: u64,
     ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
         guard("reading a kept checkpoint", || {
-            let txn = self.db().begin_read().map_err(storage)?;
+            let txn = self.read_txn()?;
             let record = session_record(&txn, session)?;
             super::session::kept_checkpoint_below(&txn, record.key, end_seq)
         })

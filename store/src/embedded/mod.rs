@@ -15,6 +15,7 @@ mod import;
 mod overlay;
 mod sealer;
 mod session;
+mod staged;
 mod tables;
 pub mod verify;
 mod wal;
@@ -32,6 +33,7 @@ use sessionlog_format::{Event, SessionHeader};
 use self::blocks::BLOCKS;
 use self::sealer::{Hint, Sealer};
 use self::session::SessionState;
+use self::staged::{Staged, StagedGroup};
 use self::tables::{CHECKPOINTS, EVENTS, KEPT_CHECKPOINTS, META, META_KEY, SESSIONS};
 pub use self::tables::{STORE_FORMAT_VERSION, STORE_VERSION_BLOCKS, STORE_VERSION_V4_SESSIONS};
 pub use self::wal::{wal_path, WalFile};
@@ -91,6 +93,8 @@ pub struct Store {
     /// The damaged frames of the WAL (a read-only open only).
     damaged: Vec<DamagedFrame>,
     poisoned: Arc<AtomicBool>,
+    /// Acknowledged records and checkpoints redb does not hold yet (see the `staged` module).
+    staged: Arc<Staged>,
     sealer: Sealer,
     /// Bytes of records moved from the events table into blocks since the store was opened:
     /// about the pages that sealing freed.
@@ -244,6 +248,7 @@ impl Store {
         }
         store.sealer = Sealer::spawn(
             Arc::clone(&store.db),
+            Arc::clone(&store.staged),
             Arc::clone(&store.poisoned),
             Arc::clone(&store.sealed_bytes),
         );
@@ -265,6 +270,7 @@ impl Store {
             wal: Mutex::new(wal),
             damaged,
             poisoned: Arc::new(AtomicBool::new(false)),
+            staged: Arc::new(Staged::default()),
             sealer: Sealer::idle(),
             sealed_bytes: Arc::new(AtomicU64::new(0)),
             written: AtomicBool::new(false),
@@ -467,8 +473,11 @@ impl Store {
         txn.commit().map_err(StoreError::storage)
     }
 
-    /// Makes every redb commit so far durable and empties the WAL, the gate held exclusively.
+    /// Makes every acknowledged record durable in redb (the staged ones flushed first) and
+    /// empties the WAL, the gate held exclusively.
     fn make_durable(&self, wal: &mut Wal) -> Result<(), StoreError> {
+        let flushing = self.staged.flushing();
+        self.staged.flush_locked(&self.db, &flushing)?;
         let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
         txn.set_durability(Durability::Immediate)
             .map_err(StoreError::storage)?;
@@ -707,7 +716,7 @@ impl Store {
     /// report it, so it is never hidden.
     fn list_sessions(&self, listed: Listed) -> Result<Vec<String>, StoreError> {
         guard("listing sessions", || {
-            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            let txn = self.read_txn()?;
             let table = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
             let mut ids = Vec::new();
             for entry in table.iter().map_err(StoreError::storage)? {
@@ -809,8 +818,9 @@ impl Store {
         }
     }
 
-    /// Stages every admitted batch in one write transaction, makes the group durable in the
-    /// WAL, then commits the transaction to redb (in memory until the next durable commit).
+    /// Admits every batch of the group, makes the admitted ones durable in one WAL frame,
+    /// then stages their records for redb (see the `staged` module): no redb transaction on
+    /// an append's path.
     fn write_group(
         &self,
         wal: &mut Wal,
@@ -819,66 +829,42 @@ impl Store {
     ) -> Result<Vec<Result<AppendAck, StoreError>>, (usize, StoreError)> {
         let n_requests = requests.len();
         let fail = |e: StoreError| (n_requests, e);
-        let mut txn = self
-            .db
-            .begin_write()
-            .map_err(|e| fail(StoreError::storage(e)))?;
-        txn.set_durability(Durability::None)
-            .map_err(|e| fail(StoreError::storage(e)))?;
         let mut results = Vec::with_capacity(n_requests);
-        let mut frame = FrameBuilder::default();
+        let mut frame = wal.frame();
+        let mut group = StagedGroup::default();
         let mut hints = Vec::new();
-        {
-            let mut events = txn
-                .open_table(EVENTS)
-                .map_err(|e| fail(StoreError::storage(e)))?;
-            let mut checkpoints = txn
-                .open_table(CHECKPOINTS)
-                .map_err(|e| fail(StoreError::storage(e)))?;
-            let mut kept_checkpoints = txn
-                .open_table(KEPT_CHECKPOINTS)
-                .map_err(|e| fail(StoreError::storage(e)))?;
-            for request in requests {
-                let mut tables = GroupTables {
-                    events: &mut events,
-                    checkpoints: &mut checkpoints,
-                    kept_checkpoints: &mut kept_checkpoints,
-                };
-                let staged = self.stage(request, writer, &mut tables, &mut frame, &mut hints);
-                match staged {
-                    Err(StoreError::Storage(message)) => {
-                        return Err(fail(StoreError::Storage(message)))
-                    }
-                    other => results.push(other),
+        for request in requests {
+            let staged = self.stage(request, writer, &mut group, &mut frame, &mut hints);
+            match staged {
+                Err(StoreError::Storage(message)) => {
+                    return Err(fail(StoreError::Storage(message)))
                 }
+                other => results.push(other),
             }
         }
         if frame.is_empty() {
-            txn.abort().map_err(|e| fail(StoreError::storage(e)))?;
             return Ok(results);
         }
-        // The transaction is dropped (aborted) if the WAL write fails: redb never sees it.
         wal.append(frame).map_err(fail)?;
-        if let Err(error) = txn.commit() {
-            // Keep the WAL from replaying a group that was never acknowledged.
-            let _ = wal.invalidate_last_frame();
-            return Err(fail(StoreError::storage(error)));
-        }
+        let staged_bytes = self.staged.push(group);
         for hint in hints {
             self.sealer.hint(hint);
+        }
+        if staged_bytes >= staged::STAGED_BYTES_FLUSH {
+            self.sealer.flush_soon();
         }
         self.make_durable_when_full(wal).map_err(fail)?;
         Ok(results)
     }
 
-    /// Admits one batch into its session's fold and inserts its records into the open
-    /// transaction; when a block's worth is pending, adds the session to `hints` for the
-    /// sealer (sent once the group is committed).
+    /// Admits one batch into its session's fold and encodes its records into the frame and
+    /// the staged group; when a block's worth is pending, adds the session to `hints` for the
+    /// sealer (sent once the group is durable).
     fn stage(
         &self,
         request: AppendRequest,
         writer: Writer,
-        tables: &mut GroupTables<'_, '_>,
+        group: &mut StagedGroup,
         frame: &mut FrameBuilder,
         hints: &mut Vec<Hint>,
     ) -> Result<AppendAck, StoreError> {
@@ -900,32 +886,25 @@ impl Store {
         let mut state = lock(&state);
         let batch = admit_expected(&mut state.fold, &session, expected_next_seq, batch)?;
         let mut chain = state.head_chain;
-        let mut buf = Vec::new();
         for event in &batch {
-            buf.clear();
-            chain = record::encode_event(event, &chain, &mut buf).map_err(StoreError::storage)?;
-            tables
-                .events
-                .insert((state.key, event.seq), buf.as_slice())
+            let (next_chain, record) = frame
+                .push_with(state.key, event.seq, |out| {
+                    record::encode_event(event, &chain, out)
+                })
                 .map_err(StoreError::storage)?;
-            frame.push(state.key, event.seq, &buf);
-            state.pending.add(buf.len());
+            chain = next_chain;
+            state.pending.add(record.len());
+            group.record(state.key, event.seq, record.to_vec());
         }
         state.head_chain = chain;
         state.written = true;
         let next_seq = state.fold.admission().next_seq();
         if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
             let bytes = state.encode_checkpoint()?;
-            tables
-                .checkpoints
-                .insert(state.key, bytes.as_slice())
-                .map_err(StoreError::storage)?;
             if crate::types::keeps_checkpoint(state.checkpoint_next_seq, next_seq) {
-                tables
-                    .kept_checkpoints
-                    .insert((state.key, next_seq), bytes.as_slice())
-                    .map_err(StoreError::storage)?;
+                group.kept_checkpoint(state.key, next_seq, bytes.clone());
             }
+            group.checkpoint(state.key, bytes);
             state.checkpoint_next_seq = next_seq;
         }
         if state.pending.take_due() {
@@ -968,7 +947,7 @@ impl Store {
 
     fn load_session(&self, session: &str) -> Result<SessionState, StoreError> {
         guard("loading a session", || {
-            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            let txn = self.read_txn()?;
             SessionState::load(&txn, session)
         })
     }
@@ -981,7 +960,7 @@ impl Store {
         to_seq: u64,
     ) -> Result<Vec<Event>, StoreError> {
         let read = guard("reading events", || {
-            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            let txn = self.read_txn()?;
             session::read_range(&txn, session, from_seq, to_seq)
         });
         // A range from the head or past it is empty, as on every backend: the record before
@@ -1001,7 +980,7 @@ impl Store {
     /// from the nearest usable checkpoint at or below it (a kept one or the latest one).
     pub fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
         guard("folding a session", || {
-            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            let txn = self.read_txn()?;
             session::fold_at(&txn, session, at_seq, false)
         })
     }
@@ -1014,7 +993,7 @@ impl Store {
         at_seq: Option<u64>,
     ) -> Result<SessionFold, StoreError> {
         guard("folding a session", || {
-            let txn = self.db.begin_read().map_err(StoreError::storage)?;
+            let txn = self.read_txn()?;
             session::fold_at(&txn, session, at_seq, true)
         })
     }
@@ -1030,9 +1009,18 @@ impl Store {
         Ok(f(&state.fold))
     }
 
-    /// Reads the raw database for verify.
-    pub(crate) fn db(&self) -> &Database {
-        &self.db
+    /// A read transaction that holds every acknowledged record: the staged ones are flushed
+    /// into redb first (see the `staged` module). Every read of redb goes through here. A
+    /// flush that fails poisons the store: redb no longer holds what was acknowledged.
+    pub(crate) fn read_txn(&self) -> Result<redb::ReadTransaction, StoreError> {
+        let flushing = self.staged.flushing();
+        if let Err(error) = self.staged.flush_locked(&self.db, &flushing) {
+            return Err(match error {
+                StoreError::Storage(failure) => self.poison(failure),
+                other => other,
+            });
+        }
+        self.db.begin_read().map_err(StoreError::storage)
     }
 }
 
@@ -1069,7 +1057,7 @@ impl Drop for Store {
         for hint in &written {
             let sealed = guard("sealing", || {
                 let tail_min = Some(sealer::TAIL_SEAL_BYTES_MIN);
-                sealer::seal_session(&self.db, hint, &self.sealed_bytes, tail_min)
+                sealer::seal_session(&self.db, &self.staged, hint, &self.sealed_bytes, tail_min)
             });
             if sealed.is_err() {
                 // Unsealed records are as good as sealed ones; the next open goes on.
@@ -1226,13 +1214,6 @@ enum Listed {
     All,
     Sessions,
     InterruptedImports,
-}
-
-/// The tables one append group writes.
-struct GroupTables<'a, 't> {
-    events: &'a mut redb::Table<'t, (u64, u64), &'static [u8]>,
-    checkpoints: &'a mut redb::Table<'t, u64, &'static [u8]>,
-    kept_checkpoints: &'a mut redb::Table<'t, (u64, u64), &'static [u8]>,
 }
 
 /// The blocks table as a write transaction opens it.

@@ -10,7 +10,7 @@ pub use crate::types::{FaultKind, SessionReport, VerifyFault};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
+use redb::{ReadTransaction, ReadableTable};
 use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
 use sessionlog_format::record::{self, ChainHash, RecordError};
 
@@ -33,10 +33,7 @@ impl Store {
             sessions.to_vec()
         };
         super::guard("verifying", || {
-            let txn = self
-                .db()
-                .begin_read()
-                .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?;
+            let txn = self.read_txn()?;
             let mut reports = Vec::with_capacity(ids.len());
             let mut walked = TableCounts::default();
             let store_version = super::read_store_version(&txn)?;

@@ -151,17 +151,46 @@ pub(crate) struct FrameBuilder {
 }
 
 impl FrameBuilder {
+    /// Logs an event record of session `key` (how the tests build frames).
+    #[cfg(test)]
     pub(crate) fn push(&mut self, key: u64, seq: u64, record: &[u8]) {
+        let pushed = self.push_with(key, seq, |out| {
+            out.extend_from_slice(record);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        let Ok(((), _)) = pushed;
+    }
+
+    /// Logs an event record of session `key` that `encode` appends to the payload in place
+    /// (no copy of it is made); returns what `encode` returned and the record. When `encode`
+    /// fails, the frame is left as it was.
+    pub(crate) fn push_with<T, E>(
+        &mut self,
+        key: u64,
+        seq: u64,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<T, E>,
+    ) -> Result<(T, &[u8]), E> {
+        let entry_start = self.payload.len();
         if self.payload.is_empty() {
             self.payload.extend_from_slice(&0u32.to_le_bytes());
         }
-        let record_len = u32::try_from(record.len()).expect("records are at most 64 MiB");
         self.payload.push(ENTRY_TAG_EVENT);
         self.payload.extend_from_slice(&key.to_le_bytes());
         self.payload.extend_from_slice(&seq.to_le_bytes());
-        self.payload.extend_from_slice(&record_len.to_le_bytes());
-        self.payload.extend_from_slice(record);
+        self.payload.extend_from_slice(&0u32.to_le_bytes());
+        let record_start = self.payload.len();
+        let encoded = match encode(&mut self.payload) {
+            Ok(encoded) => encoded,
+            Err(error) => {
+                self.payload.truncate(entry_start);
+                return Err(error);
+            }
+        };
+        let record_len =
+            u32::try_from(self.payload.len() - record_start).expect("records are at most 64 MiB");
+        self.payload[record_start - 4..record_start].copy_from_slice(&record_len.to_le_bytes());
         self.n_entries += 1;
+        Ok((encoded, &self.payload[record_start..]))
     }
 
     /// Logs a session creation: its session record.
@@ -184,9 +213,10 @@ impl FrameBuilder {
         self.payload.len() + FRAME_HEADER_BYTES
     }
 
-    /// The frame's blocks under `generation`: the stream (header and payload) cut into block
-    /// bodies, each after the generation's tag, the last padded with zeros.
-    fn finish(mut self, generation: u64) -> Vec<u8> {
+    /// The frame's blocks under `generation`, written over `blocks`: the stream (header and
+    /// payload) cut into block bodies, each after the generation's tag, the last padded with
+    /// zeros.
+    fn finish_into(&mut self, generation: u64, blocks: &mut Vec<u8>) {
         assert!(self.n_entries > 0, "an empty group writes no frame");
         self.payload[..4].copy_from_slice(&self.n_entries.to_le_bytes());
         let len = u32::try_from(self.payload.len()).expect("frames are bounded by FRAME_BYTES_MAX");
@@ -194,17 +224,23 @@ impl FrameBuilder {
         let header = frame_header(len, crc32fast::hash(&self.payload), generation);
         let stream_len = FRAME_HEADER_BYTES + self.payload.len();
         let n_blocks = stream_len.div_ceil(BLOCK_BODY_BYTES);
-        let mut blocks = Vec::with_capacity(n_blocks * BLOCK_BYTES as usize);
-        let mut stream = header.iter().chain(self.payload.iter()).copied();
-        for _ in 0..n_blocks {
+        blocks.clear();
+        blocks.reserve(n_blocks * BLOCK_BYTES as usize);
+        for block_idx in 0..n_blocks {
             blocks.extend_from_slice(&generation.to_le_bytes());
             let body_start = blocks.len();
-            blocks.extend(stream.by_ref().take(BLOCK_BODY_BYTES));
+            // The block's part of the stream, `from..to`: the header's bytes, then the
+            // payload's.
+            let from = block_idx * BLOCK_BODY_BYTES;
+            let to = (from + BLOCK_BODY_BYTES).min(stream_len);
+            if from < FRAME_HEADER_BYTES {
+                blocks.extend_from_slice(&header[from..to.min(FRAME_HEADER_BYTES)]);
+            }
+            let payload_from = from.max(FRAME_HEADER_BYTES) - FRAME_HEADER_BYTES;
+            blocks.extend_from_slice(&self.payload[payload_from..to - FRAME_HEADER_BYTES]);
             blocks.resize(body_start + BLOCK_BODY_BYTES, 0);
         }
-        assert!(stream.next().is_none());
         assert_eq!(blocks.len() as u64 % BLOCK_BYTES, 0);
-        blocks
     }
 }
 
@@ -286,7 +322,14 @@ pub(crate) struct Wal {
     file_len_bytes: u64,
     /// The frame the last append wrote, while its group may still be refused by redb.
     last_frame: Option<WrittenFrame>,
+    /// The buffers of the last frame, kept for the next one ([`Wal::frame`]) so that an
+    /// append's frame is built in memory already mapped (up to [`SPARE_BYTES_MAX`] each).
+    spare_payload: Vec<u8>,
+    spare_blocks: Vec<u8>,
 }
+
+/// The largest frame buffer a WAL keeps for the next frame.
+const SPARE_BYTES_MAX: usize = 8 << 20;
 
 /// Where a frame was written, and what is needed to take it back.
 #[derive(Debug, Clone, Copy)]
@@ -382,6 +425,8 @@ impl Wal {
             end_bytes: 0,
             file_len_bytes: bytes.len() as u64,
             last_frame: None,
+            spare_payload: Vec::new(),
+            spare_blocks: Vec::new(),
         };
         if bytes.is_empty() {
             wal.write_new_header(GENERATION_STEP)?;
@@ -427,7 +472,17 @@ impl Wal {
     /// the file, zeros after it grow the file by whole steps in the same write. On failure
     /// the frame is invalidated (and the file cut back), so that a failed append can never be
     /// replayed.
-    pub(crate) fn append(&mut self, frame: FrameBuilder) -> Result<(), StoreError> {
+    /// An empty frame, in the buffer the last one was built in.
+    pub(crate) fn frame(&mut self) -> FrameBuilder {
+        let mut payload = std::mem::take(&mut self.spare_payload);
+        payload.clear();
+        FrameBuilder {
+            payload,
+            n_entries: 0,
+        }
+    }
+
+    pub(crate) fn append(&mut self, mut frame: FrameBuilder) -> Result<(), StoreError> {
         assert_eq!(self.version, WAL_VERSION, "an older WAL restarts on open");
         assert!(
             self.end_bytes.is_multiple_of(BLOCK_BYTES),
@@ -439,7 +494,11 @@ impl Wal {
                 frame.len_bytes()
             )));
         }
-        let mut bytes = frame.finish(self.generation);
+        let mut bytes = std::mem::take(&mut self.spare_blocks);
+        frame.finish_into(self.generation, &mut bytes);
+        if frame.payload.capacity() <= SPARE_BYTES_MAX {
+            self.spare_payload = frame.payload;
+        }
         let offset_bytes = self.end_bytes;
         let frame_end_bytes = offset_bytes + bytes.len() as u64;
         if frame_end_bytes > self.file_len_bytes {
@@ -456,6 +515,9 @@ impl Wal {
             .file
             .write_all_at(offset_bytes, &bytes)
             .and_then(|()| self.file.sync_data());
+        if bytes.capacity() <= SPARE_BYTES_MAX {
+            self.spare_blocks = bytes;
+        }
         if let Err(error) = result {
             // Best effort: the store is poisoned either way.
             let _ = self.invalidate(written);

@@ -405,11 +405,21 @@ fn wal_replay_checks_records_already_sealed() {
 }
 
 // Goal: reads racing the sealer never miss or change a record: a range read is one snapshot
-// of both tables, whether a run is sealed before, during or after it.
+// of both tables and the staged tail, whether a run is sealed before, during or after it, and
+// whether the sealer takes it from the staged tail (no read flushed it) or from the events
+// table (a read did).
 // Method: append 5000 events in small batches from one thread while another reads the whole
-// session again and again and compares it with the prefix appended so far.
+// session again and again and compares it with the prefix appended so far; once with reads
+// back to back (most runs flushed into the events table first), once with a pause between
+// reads (most runs sealed straight from the staged tail).
 #[test]
 fn reads_racing_the_sealer_see_every_record() {
+    for pause in [None, Some(std::time::Duration::from_millis(3))] {
+        reads_racing_the_sealer(pause);
+    }
+}
+
+fn reads_racing_the_sealer(pause: Option<std::time::Duration>) {
     let (dir, store) = temp_store();
     let store = std::sync::Arc::new(store);
     let (header, batches) = generated(N_EVENTS, 9);
@@ -421,13 +431,16 @@ fn reads_racing_the_sealer_see_every_record() {
         std::thread::spawn(move || {
             let mut reads = 0;
             loop {
-                // What is committed: the warm head may run ahead of it within a group.
+                // What is acknowledged: the warm head may run ahead of it within a group.
                 let read = store.read_range(&id, 0, N_EVENTS).unwrap();
                 let n = read.len();
                 assert!(read == events[..n], "read {reads} differs ({n} events)");
                 reads += 1;
                 if n as u64 == N_EVENTS {
                     return reads;
+                }
+                if let Some(pause) = pause {
+                    std::thread::sleep(pause);
                 }
             }
         })
@@ -440,10 +453,16 @@ fn reads_racing_the_sealer_see_every_record() {
     }
     let reads = reader.join().unwrap();
     assert!(reads >= 1);
-    assert_eq!(store.verify(&[]).unwrap()[0].faults, vec![]);
+    assert_eq!(
+        store.verify(&[]).unwrap()[0].faults,
+        vec![],
+        "pause {pause:?}"
+    );
     drop(store);
     let (starts, _) = layout(&dir);
     assert!(starts.len() >= 4, "{starts:?}");
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    assert_eq!(store.read_range(&id, 0, N_EVENTS).unwrap(), events);
 }
 
 // Goal: a session too small to fill a block is sealed when the store closes (its records
