@@ -476,8 +476,12 @@ impl Store {
     /// Makes every acknowledged record durable in redb (the staged ones flushed first) and
     /// empties the WAL, the gate held exclusively.
     fn make_durable(&self, wal: &mut Wal) -> Result<(), StoreError> {
-        let flushing = self.staged.flushing();
-        self.staged.flush_locked(&self.db, &flushing)?;
+        {
+            // Nothing is staged after this flush until the caller lets go of the WAL (only an
+            // append group under it stages), so readers need not wait for the durable commit.
+            let flushing = self.staged.flushing();
+            self.staged.flush_locked(&self.db, &flushing)?;
+        }
         let mut txn = self.db.begin_write().map_err(StoreError::storage)?;
         txn.set_durability(Durability::Immediate)
             .map_err(StoreError::storage)?;
