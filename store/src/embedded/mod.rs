@@ -2,10 +2,11 @@
 //! checksummed records, with the session folds kept warm in memory and checkpointed to disk.
 //!
 //! The store is synchronous. Appends are serialized by one write lock and may be grouped: a
-//! group of batches from many sessions shares one WAL frame, hence one fsync (the async writer
-//! task in `log_service` does this). A batch is admitted in full or not at all, and it is
-//! acknowledged only after its WAL frame is synced; redb itself is made durable in bulk (see
-//! the `wal` module). After any I/O failure the store is poisoned: every later write fails until it is
+//! group of batches from many sessions shares one WAL frame, hence one fsync (the writer
+//! thread in `log_service` does this). A batch is admitted in full or not at all, and it is
+//! acknowledged only after its WAL frame is synced; its records then reach redb off the
+//! append's path (see the `staged` module), and redb is made durable in bulk (see the `wal`
+//! module). After any I/O failure the store is poisoned: every later write fails until it is
 //! reopened, and reopening recovers exactly the last acknowledged state.
 
 pub(crate) mod backend;
