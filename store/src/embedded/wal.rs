@@ -320,7 +320,8 @@ pub(crate) struct Wal {
     end_bytes: u64,
     /// The file's length; past `end_bytes` it holds zeros and stale blocks.
     file_len_bytes: u64,
-    /// The frame the last append wrote, while its group may still be refused by redb.
+    /// The frame the last append wrote, while redb may still refuse it (a session creation's
+    /// commit; an append group's records take no redb commit on its path).
     last_frame: Option<WrittenFrame>,
     /// The buffers of the last frame, kept for the next one ([`Wal::frame`]) so that an
     /// append's frame is built in memory already mapped (up to [`SPARE_BYTES_MAX`] each).
@@ -530,8 +531,8 @@ impl Wal {
         Ok(())
     }
 
-    /// Invalidates the frame of the last append, whose group redb refused to commit (so it
-    /// was never acknowledged): it is never replayed.
+    /// Invalidates the frame of the last append, a session creation that redb refused to
+    /// commit (so it was never acknowledged): it is never replayed.
     pub(crate) fn invalidate_last_frame(&mut self) -> io::Result<()> {
         let written = self
             .last_frame
