@@ -29,7 +29,7 @@ use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::relations::Identity;
 use sessionlog_format::{Event, SessionHeader};
 
-use crate::embedded::backend::{decode_checkpoint, encode_checkpoint};
+use crate::embedded::backend::{decode_checkpoint, encode_checkpoint, is_stale_checkpoint};
 use crate::embedded::{
     admit_expected, AppendAck, AppendRequest, Head, StoreError, BATCH_EVENTS_MAX,
     CHECKPOINT_INTERVAL_EVENTS,
@@ -909,11 +909,11 @@ impl LogStore for PgStore {
                 &[&session],
             )
             .map_err(pg_error)?;
-        row.map(|row| {
-            let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
-            Ok(decode_checkpoint(&bytes))
-        })
-        .transpose()
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
+        Ok((!is_stale_checkpoint(&bytes)).then(|| decode_checkpoint(&bytes)))
     }
 
     fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {

@@ -66,7 +66,7 @@ mod ser;
 #[cfg(test)]
 mod tests;
 mod validate;
-mod varint;
+pub(crate) mod varint;
 
 use std::fmt;
 use std::marker::PhantomData;

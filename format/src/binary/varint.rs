@@ -4,7 +4,7 @@ use super::{BinaryError, VARINT_SIZE_BYTES_MAX};
 
 /// Decodes the varint at `*pos`, of any length, and moves `pos` past the bytes it read. Errors
 /// name the offset of the varint's first byte.
-pub(super) fn read(input: &[u8], pos: &mut usize) -> Result<u64, BinaryError> {
+pub(crate) fn read(input: &[u8], pos: &mut usize) -> Result<u64, BinaryError> {
     let offset_bytes = *pos as u64;
     let mut value = 0u64;
     for byte_idx in 0..VARINT_SIZE_BYTES_MAX {
@@ -41,7 +41,7 @@ pub(super) fn encode_varint(mut value: u64, buf: &mut [u8; VARINT_SIZE_BYTES_MAX
 }
 
 #[inline]
-pub(super) fn write_varint(out: &mut Vec<u8>, value: u64) {
+pub(crate) fn write_varint(out: &mut Vec<u8>, value: u64) {
     if value < 0x80 {
         out.push(value as u8);
         return;

@@ -23,8 +23,10 @@ use super::{FoldOptions, Projections, SessionFold};
 
 /// The version of [`FoldCheckpoint`]; bumped whenever its shape or meaning changes.
 ///
-/// Version 2 added [`FoldCheckpoint::relations`], the relationship validator's state.
-pub const FOLD_CHECKPOINT_VERSION: u32 = 2;
+/// Version 2 added [`FoldCheckpoint::relations`], the relationship validator's state. Version 3
+/// carries the validator's whole-log sets as its fact journal (`relations.facts`) instead of
+/// sorted lists.
+pub const FOLD_CHECKPOINT_VERSION: u32 = 3;
 
 /// Everything needed to resume a fold without replaying the log, live events aside.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -691,7 +691,7 @@ fn v4_checkpoint_resume_and_refused_batches() {
         .iter()
         .any(|e| matches!(e.data, EventData::DeveloperMessage(_))));
     let whole = fold_from_scratch(V4, &events).unwrap();
-    assert!(!whole.checkpoint().relations.headers.is_empty());
+    assert!(whole.checkpoint().relations.header_facts() > 0);
     for cut in [0, 1, 1_234, 2_500, 4_000] {
         let head = fold_from_scratch(V4, &events[..cut]).unwrap();
         let text = serde_json::to_string(&head.checkpoint()).unwrap();

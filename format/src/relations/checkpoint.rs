@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::facts::{Fact, Facts};
 use super::{
     Chain, ChainKey, Compaction, Crossing, Extensions, Ptc, PtcOpen, Relations, Scalars, Scheduled,
     Tool,
@@ -29,30 +30,58 @@ pub struct RelationsCheckpoint {
     pub tools: Vec<Option<ToolCheckpoint>>,
     pub compaction: Option<CompactionCheckpoint>,
     pub chains: Vec<ChainCheckpoint>,
-    pub retry_ids: Vec<String>,
-    pub scheduled: Vec<ScheduledCheckpoint>,
-    pub commands: Vec<String>,
-    pub command_seqs: Vec<u64>,
     pub forward_sources: Vec<(u64, String)>,
     pub ptc: Vec<PtcCheckpoint>,
-    pub human_users: Vec<u64>,
     /// V4: an inherited end-seed was seen (catalog facts after it are the session's own).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inherited_seen: bool,
     /// V4: the children the session's own catalog facts list, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub catalog_children: Vec<String>,
-    /// V4: the `request/header` seqs with the tools each defines (`(name, complete)`; `None`
-    /// binds any name). Absent in V2 and V3 checkpoints, which therefore stay as they were.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub headers: Vec<HeaderCheckpoint>,
+    /// The whole-log facts (retry attempts scheduled and started, command runs and
+    /// completions, human user messages, V4 request headers) in commit order: the journal
+    /// the validator keeps beside its sets, copied as is.
+    pub facts: FactJournal,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HeaderCheckpoint {
-    pub seq: u64,
-    pub tools: Option<Vec<(String, bool)>>,
+/// The validator's fact journal (`relations/facts.rs` has its layout): binary JSON bytes
+/// (tag `0x09`), a JSON array of byte values in JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FactJournal(pub Vec<u8>);
+
+impl Serialize for FactJournal {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for FactJournal {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<FactJournal, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = FactJournal;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("the bytes of a fact journal")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<FactJournal, E> {
+                Ok(FactJournal(v.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<FactJournal, E> {
+                Ok(FactJournal(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<FactJournal, A::Error> {
+                let mut bytes = Vec::new();
+                while let Some(byte) = seq.next_element::<u8>()? {
+                    bytes.push(byte);
+                }
+                Ok(FactJournal(bytes))
+            }
+        }
+        deserializer.deserialize_bytes(Bytes)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,16 +114,6 @@ pub struct ChainCheckpoint {
     pub retry_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ScheduledCheckpoint {
-    pub retry_id: String,
-    pub retry: u64,
-    pub turn: u64,
-    pub step: u64,
-    pub started: bool,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PtcCheckpoint {
@@ -119,16 +138,6 @@ impl Relations {
             })
             .collect();
         chains.sort();
-        let mut scheduled: Vec<ScheduledCheckpoint> = (self.scheduled.iter())
-            .map(|((retry_id, retry), s)| ScheduledCheckpoint {
-                retry_id: retry_id.to_string(),
-                retry: *retry,
-                turn: s.turn,
-                step: s.step,
-                started: s.started,
-            })
-            .collect();
-        scheduled.sort();
         let mut ptc: Vec<PtcCheckpoint> = (self.ptc.iter())
             .map(|(sub, p)| PtcCheckpoint {
                 sub_call_id: sub.to_string(),
@@ -171,28 +180,13 @@ impl Relations {
                 summarized: c.summarized,
             }),
             chains,
-            retry_ids: sorted(self.retry_ids.iter().map(|id| id.to_string())),
-            scheduled,
-            commands: sorted(self.commands.iter().map(|id| id.to_string())),
-            command_seqs: self.command_seqs.clone(),
             forward_sources: (self.forward_sources.iter())
                 .map(|(seq, id)| (*seq, id.to_string()))
                 .collect(),
             ptc,
-            human_users: self.human_users.clone(),
             inherited_seen: s.inherited_seen,
             catalog_children: sorted(self.catalog_children.iter().map(|id| id.to_string())),
-            headers: (self.headers.iter())
-                .map(|(seq, tools)| HeaderCheckpoint {
-                    seq: *seq,
-                    tools: tools.as_ref().map(|tools| {
-                        let tools = tools.iter();
-                        tools
-                            .map(|(name, complete)| (name.to_string(), *complete))
-                            .collect()
-                    }),
-                })
-                .collect(),
+            facts: FactJournal(self.journal.clone()),
         }
     }
 
@@ -271,38 +265,7 @@ impl Relations {
                 return Err("a retry chain is recorded twice".to_owned());
             }
         }
-        relations.retry_ids = cp
-            .retry_ids
-            .into_iter()
-            .map(String::into_boxed_str)
-            .collect();
-        for s in cp.scheduled {
-            let entry = Scheduled {
-                turn: s.turn,
-                step: s.step,
-                started: s.started,
-            };
-            let key = (s.retry_id.into_boxed_str(), s.retry);
-            if !relations.retry_ids.contains(&key.0)
-                || relations.scheduled.insert(key, entry).is_some()
-            {
-                return Err("a scheduled retry is not of one recorded chain".to_owned());
-            }
-        }
-        relations.commands = cp
-            .commands
-            .into_iter()
-            .map(String::into_boxed_str)
-            .collect();
-        let ascending = |seqs: &[u64]| {
-            seqs.windows(2).all(|w| w[0] < w[1]) && seqs.last().is_none_or(|s| *s < next_seq)
-        };
-        if !ascending(&cp.command_seqs) || !ascending(&cp.human_users) {
-            return Err("recorded seqs are not ascending and older than next seq".to_owned());
-        }
-        let v4_state =
-            !cp.headers.is_empty() || cp.inherited_seen || !cp.catalog_children.is_empty();
-        if !relations.v4 && v4_state {
+        if !relations.v4 && (cp.inherited_seen || !cp.catalog_children.is_empty()) {
             return Err(format!("format {} records no V4 state", ctx.version));
         }
         relations.catalog_children = cp
@@ -310,25 +273,8 @@ impl Relations {
             .into_iter()
             .map(String::into_boxed_str)
             .collect();
-        for header in cp.headers {
-            if header.seq >= next_seq {
-                return Err(format!(
-                    "request header {} is not older than next seq",
-                    header.seq
-                ));
-            }
-            let tools = header.tools.map(|tools| {
-                let tools = tools.into_iter();
-                tools
-                    .map(|(name, complete)| (name.into_boxed_str(), complete))
-                    .collect()
-            });
-            if relations.headers.insert(header.seq, tools).is_some() {
-                return Err(format!("request header {} is recorded twice", header.seq));
-            }
-        }
-        relations.command_seqs = cp.command_seqs;
-        relations.human_users = cp.human_users;
+        relations.replay(&cp.facts.0, next_seq)?;
+        relations.journal = cp.facts.0;
         for (seq, id) in cp.forward_sources {
             if seq < next_seq {
                 return Err(format!(
@@ -354,7 +300,104 @@ impl Relations {
         }
         // A checkpoint written before the validator pruned its chains holds dead ones.
         relations.prune_chains();
+        let recorded = |(key, chain): (&ChainKey, &Chain)| {
+            let attempt = (chain.retry_id.clone(), chain.last_retry);
+            let scheduled = relations.scheduled.get(&attempt);
+            scheduled.is_some_and(|s| (s.turn, s.step) == (key.turn, key.step))
+        };
+        if !relations.chains.iter().all(recorded) {
+            return Err("a retry chain's last attempt is not scheduled".to_owned());
+        }
         Ok(relations)
+    }
+}
+
+impl Relations {
+    /// Rebuilds the whole-log sets from a fact journal, checking each fact against the ones
+    /// before it and every seq against `next_seq`; the sets must be empty.
+    fn replay(&mut self, journal: &[u8], next_seq: u64) -> Result<(), String> {
+        let older = |seq: u64, last: Option<&u64>| last.is_none_or(|l| *l < seq) && seq < next_seq;
+        for fact in Facts::new(journal) {
+            match fact? {
+                Fact::Retry {
+                    retry_id,
+                    retry,
+                    turn,
+                    step,
+                } => {
+                    let id: Box<str> = retry_id.into();
+                    // A chain's first attempt takes a new id; each later one follows the
+                    // attempt before it, in the same turn and step.
+                    let follows = match retry.checked_sub(1) {
+                        Some(0) => !self.retry_ids.contains(&id),
+                        Some(before) => self
+                            .scheduled
+                            .get(&(id.clone(), before))
+                            .is_some_and(|s| (s.turn, s.step) == (turn, step)),
+                        None => false,
+                    };
+                    if !follows {
+                        return Err(format!(
+                            "scheduled retry {retry} of {retry_id:?} is not of one recorded chain"
+                        ));
+                    }
+                    self.retry_ids.insert(id.clone());
+                    let entry = Scheduled {
+                        turn,
+                        step,
+                        started: false,
+                    };
+                    self.scheduled.insert((id, retry), entry);
+                }
+                Fact::RetryStarted { retry_id, retry } => {
+                    let key = (Box::from(retry_id), retry);
+                    match self.scheduled.get_mut(&key) {
+                        Some(s) if !s.started => s.started = true,
+                        _ => {
+                            return Err(format!(
+                                "retry start {retry} of {retry_id:?} pairs no unstarted attempt"
+                            ))
+                        }
+                    }
+                }
+                Fact::CommandRun { seq, command_id } => {
+                    if !older(seq, self.command_seqs.last())
+                        || !self.commands.insert(command_id.into())
+                    {
+                        return Err(format!("command run {seq} is out of order or repeated"));
+                    }
+                    self.command_seqs.push(seq);
+                }
+                Fact::CommandDone { seq } => {
+                    if !older(seq, self.command_seqs.last()) {
+                        return Err(format!("command done {seq} is out of order"));
+                    }
+                    self.command_seqs.push(seq);
+                }
+                Fact::HumanUser { seq } => {
+                    if !older(seq, self.human_users.last()) {
+                        return Err(format!("human user message {seq} is out of order"));
+                    }
+                    self.human_users.push(seq);
+                }
+                Fact::Header { seq, tools } => {
+                    if !self.v4 {
+                        return Err(format!("request header {seq} in a log before V4"));
+                    }
+                    if !older(seq, self.headers.last_key_value().map(|(s, _)| s)) {
+                        return Err(format!("request header {seq} is out of order"));
+                    }
+                    let tools = tools.map(|tools| {
+                        let tools = tools.into_iter();
+                        tools
+                            .map(|(name, complete)| (name.into(), complete))
+                            .collect()
+                    });
+                    self.headers.insert(seq, tools);
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -365,6 +408,15 @@ impl RelationsCheckpoint {
     pub fn prune_chains(&mut self) {
         let live = super::retry_step_of(self.open_turn, self.open_step, self.next_step);
         self.chains.retain(|c| Some((c.turn, c.step)) == live);
+    }
+
+    /// How many V4 request headers the fact journal records (0 when it cannot be read).
+    #[cfg(test)]
+    pub(crate) fn header_facts(&self) -> usize {
+        Facts::new(&self.facts.0)
+            .map_while(Result::ok)
+            .filter(|fact| matches!(fact, Fact::Header { .. }))
+            .count()
     }
 
     /// The checkpoint of an empty log.

@@ -23,6 +23,7 @@
 //! Title `messageSeqs` must name earlier events.
 
 mod checkpoint;
+mod facts;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -31,7 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-pub use checkpoint::{ChainCheckpoint, HeaderCheckpoint, RelationsCheckpoint};
+pub use checkpoint::{ChainCheckpoint, FactJournal, RelationsCheckpoint};
 
 /// Later-format roles the released validator is run with (dsh's `ReleasedRelationshipExtensions`).
 /// V2 and V3 restores use `assistant/attempt` as a step event and the preserved title request
@@ -104,6 +105,10 @@ pub struct Relations {
     /// V4: the `childId`s of the catalog facts since the last inherited end-seed (or the
     /// start of an unseeded log): each child is listed once.
     catalog_children: HashSet<Box<str>>,
+    /// The whole-log facts behind `retry_ids`, `scheduled`, `commands`, `command_seqs`,
+    /// `human_users` and `headers`, journaled in commit order (see [`facts`]): what a
+    /// checkpoint carries of those sets.
+    journal: Vec<u8>,
 }
 
 /// The tools a V4 `request/header` defines, `(name, complete definition)` in list order;
@@ -210,6 +215,8 @@ pub struct Undo {
     settled: Option<(u64, Box<str>)>,
     /// The retry chains the event left behind by moving the current turn or step on.
     pruned: Vec<(ChainKey, Chain)>,
+    /// The fact journal's length before the event.
+    journal_len: usize,
 }
 
 #[derive(Debug)]
@@ -372,6 +379,7 @@ impl Relations {
             }
         }
         self.chains.extend(undo.pruned);
+        self.journal.truncate(undo.journal_len);
     }
 
     /// Drops the retry chains no later `llm/retry` can extend, returning them: a retry names

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+use super::facts::{self, Fact};
 use super::{
     retry_step, Chain, ChainKey, Change, Compaction, Crossing, Ptc, PtcOpen, Relations, Scheduled,
     Tool, Undo,
@@ -197,6 +198,7 @@ impl Relations {
     /// Applies a checked event (or an opaque one, which only moves the previous-event mark).
     pub fn commit(&mut self, event: &Event, opaque: bool) -> Undo {
         let scalars = self.s;
+        let journal_len = self.journal.len();
         let change = if self.enabled && !opaque {
             self.apply(event)
         } else {
@@ -217,6 +219,7 @@ impl Relations {
             change,
             settled,
             pruned,
+            journal_len,
         }
     }
 
@@ -329,6 +332,7 @@ impl Relations {
                         .map(|(name, complete)| (name.into(), complete));
                     tools.collect()
                 });
+                facts::push_header(&mut self.journal, event.seq, &tools);
                 self.headers.insert(event.seq, tools);
                 Change::Header(previous, event.seq)
             }
@@ -360,15 +364,26 @@ impl Relations {
                 let key = scheduled_key(data).expect("a checked start pairs");
                 let scheduled = self.scheduled.get_mut(&key).expect("a checked start pairs");
                 scheduled.started = true;
+                let fact = Fact::RetryStarted {
+                    retry_id: &key.0,
+                    retry: key.1,
+                };
+                facts::push(&mut self.journal, &fact);
                 Change::RetryStarted(key)
             }
             (T::CommandRun, EventData::Other(data)) => {
                 let id: Box<str> = str_member(data, "commandId").into();
+                let fact = Fact::CommandRun {
+                    seq: event.seq,
+                    command_id: &id,
+                };
+                facts::push(&mut self.journal, &fact);
                 self.commands.insert(id.clone());
                 self.command_seqs.push(event.seq);
                 Change::CommandRun(id)
             }
             (T::CommandDone, EventData::Other(data)) => {
+                facts::push(&mut self.journal, &Fact::CommandDone { seq: event.seq });
                 self.command_seqs.push(event.seq);
                 let later = data
                     .get("sourceEventSeq")
@@ -430,6 +445,7 @@ impl Relations {
                 Change::CatalogChild(id)
             }
             (T::UserMessage, EventData::UserMessage(m)) if m.source_kind() == "user" => {
+                facts::push(&mut self.journal, &Fact::HumanUser { seq: event.seq });
                 self.human_users.push(event.seq);
                 Change::HumanUser
             }
@@ -797,6 +813,13 @@ impl Relations {
         let scheduled = (retry_id, retry);
         let turn = data.get("turn").and_then(Value::as_u64).expect("checked");
         let step = data.get("step").and_then(Value::as_u64).expect("checked");
+        let fact = Fact::Retry {
+            retry_id: &scheduled.0,
+            retry,
+            turn,
+            step,
+        };
+        facts::push(&mut self.journal, &fact);
         let entry = Scheduled {
             turn,
             step,

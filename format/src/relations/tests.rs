@@ -961,8 +961,15 @@ fn retry_chains_end_with_their_step() {
     assert_eq!(chains[10], ids(&[]), "turn/end ends every chain");
     // Retry ids and scheduled attempts reach across the whole log.
     let cp = walked.relations().checkpoint();
-    assert_eq!(cp.retry_ids, ["r1", "r2", "r3"]);
-    assert_eq!(cp.scheduled.len(), 4);
+    let scheduled: Vec<(&str, u64)> = super::facts::Facts::new(&cp.facts.0)
+        .filter_map(|fact| match fact.unwrap() {
+            super::facts::Fact::Retry {
+                retry_id, retry, ..
+            } => Some((retry_id, retry)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(scheduled, [("r1", 1), ("r2", 1), ("r1", 2), ("r3", 1)]);
     let next = [
         turn_start(2),
         step_start(2, 1),
@@ -1001,4 +1008,110 @@ fn retry_chains_end_with_their_step() {
     assert_eq!(resumed.checkpoint(), prefix.relations().checkpoint());
     old.prune_chains();
     assert_eq!(old, prefix.relations().checkpoint());
+}
+
+// Goal: a resume replays the fact journal into the validator's sets and refuses a journal
+// that could not have been written: each damaged journal is an error naming what is wrong,
+// never a panic, and the undamaged one resumes to the same state.
+// Method: walk a log with retries, a start, commands and a human user message; resume from
+// its checkpoint; then resume from checkpoints whose journal is edited fact by fact.
+#[test]
+fn a_resume_refuses_a_journal_that_could_not_have_been_written() {
+    use super::facts::{push, Fact};
+    let ctx = RuleContext {
+        version: V2,
+        snapshot: true,
+    };
+    let rows = with(
+        opening(),
+        &[
+            retry("r1", 1, 1, "k", 1),
+            retry_started("r1", 1, 1, 1),
+            command_run("c1"),
+            command_done("c1", "success", None),
+            user_message("u", "user"),
+        ],
+    );
+    let all = events(V2, &rows);
+    let mut walked = admission(V2, Extensions::default(), identity(V2));
+    for event in &all {
+        walked.admit(event).unwrap();
+    }
+    let next_seq = all.len() as u64;
+    let cp = walked.relations().checkpoint();
+    let resumed = super::Relations::from_checkpoint(ctx, cp.clone(), next_seq).unwrap();
+    assert_eq!(resumed.checkpoint(), cp);
+    let with_facts = |facts: &[Fact<'_>]| {
+        let mut edited = cp.clone();
+        edited.facts.0.clear();
+        for fact in facts {
+            push(&mut edited.facts.0, fact);
+        }
+        super::Relations::from_checkpoint(ctx, edited, next_seq).map(|_| ())
+    };
+    let scheduled = Fact::Retry {
+        retry_id: "r1",
+        retry: 1,
+        turn: 1,
+        step: 1,
+    };
+    let refused = [
+        // The live chain's last attempt must be in the journal.
+        (vec![], "a retry chain's last attempt is not scheduled"),
+        (
+            vec![Fact::Retry {
+                retry_id: "r1",
+                retry: 2,
+                turn: 1,
+                step: 1,
+            }],
+            "scheduled retry 2 of \"r1\" is not of one recorded chain",
+        ),
+        (
+            vec![scheduled.clone(), scheduled.clone()],
+            "scheduled retry 1 of \"r1\" is not of one recorded chain",
+        ),
+        (
+            vec![Fact::RetryStarted {
+                retry_id: "r1",
+                retry: 1,
+            }],
+            "retry start 1 of \"r1\" pairs no unstarted attempt",
+        ),
+        (
+            vec![Fact::HumanUser { seq: next_seq }],
+            &format!("human user message {next_seq} is out of order"),
+        ),
+        (
+            vec![Fact::CommandDone { seq: 5 }, Fact::CommandDone { seq: 5 }],
+            "command done 5 is out of order",
+        ),
+        (
+            vec![
+                Fact::CommandRun {
+                    seq: 3,
+                    command_id: "c",
+                },
+                Fact::CommandRun {
+                    seq: 4,
+                    command_id: "c",
+                },
+            ],
+            "command run 4 is out of order or repeated",
+        ),
+        (
+            vec![Fact::Header {
+                seq: 1,
+                tools: None,
+            }],
+            "request header 1 in a log before V4",
+        ),
+    ];
+    for (facts, expected) in refused {
+        assert_eq!(with_facts(&facts), Err(expected.to_string()), "{facts:?}");
+    }
+    let mut truncated = cp.clone();
+    truncated.facts.0.pop();
+    let error = super::Relations::from_checkpoint(ctx, truncated, next_seq).unwrap_err();
+    assert!(error.starts_with("fact at journal offset"), "{error}");
 }

@@ -5,6 +5,7 @@ use sessionlog_format::record::ChainHash;
 use sessionlog_format::{binary, Event, SessionHeader};
 
 use super::blocks::{Records, BLOCKS};
+pub(crate) use super::session::is_stale_checkpoint;
 use super::session::{decode_checkpoint_body, session_record};
 use super::tables::{self, CheckpointRecord, CHECKPOINTS, EVENTS};
 use super::verify::SessionReport;

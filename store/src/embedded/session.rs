@@ -165,6 +165,13 @@ pub(crate) fn decode_checkpoint_body(
     Ok((record, checkpoint))
 }
 
+/// Whether `bytes` is a whole checkpoint record (its crc holds) of another build's checkpoint
+/// version: derived data this build neither reads nor judges, which readers and `verify` pass
+/// over as if it were absent (docs/format.md, "Checkpoint record").
+pub(crate) fn is_stale_checkpoint(bytes: &[u8]) -> bool {
+    tables::decode_checkpoint(bytes).is_ok_and(|record| record.version != FOLD_CHECKPOINT_VERSION)
+}
+
 /// A checkpoint record's header and its body decompressed (the binary JSON of the fold
 /// checkpoint, not decoded), or why it cannot be read; the version is checked.
 pub(crate) fn decode_checkpoint_raw(bytes: &[u8]) -> Result<(CheckpointRecord, Vec<u8>), String> {

@@ -16,7 +16,8 @@ use sessionlog_format::record::{self, ChainHash, RecordError};
 
 use super::blocks::{self, BLOCKS};
 use super::session::{
-    context_of, decode_checkpoint_body, decode_checkpoint_raw, stored_session_record,
+    context_of, decode_checkpoint_body, decode_checkpoint_raw, is_stale_checkpoint,
+    stored_session_record,
 };
 use super::tables::{self, CHECKPOINTS, EVENTS, KEPT_CHECKPOINTS, SESSIONS};
 use super::{DamagedFrame, Store, StoreError};
@@ -346,6 +347,9 @@ fn read_checkpoint(
     else {
         return Ok(None);
     };
+    if is_stale_checkpoint(bytes.value()) {
+        return Ok(None);
+    }
     Ok(Some(
         decode_checkpoint_body(bytes.value()).map(|(r, c)| (r.next_seq, r.chain, c)),
     ))
@@ -595,6 +599,9 @@ type FreshKept = (Vec<u8>, ChainHash);
 /// What is wrong with the kept checkpoint record keyed at `key`, given the fresh fold's
 /// checkpoint and chain at that seq (`None`: the walk never stood on it).
 fn kept_checkpoint_problem(key: u64, fresh: Option<FreshKept>, bytes: &[u8]) -> Option<String> {
+    if is_stale_checkpoint(bytes) {
+        return None;
+    }
     let cannot_read = |reason: String| {
         Some(format!(
             "the kept checkpoint at seq {key} cannot be read: {reason}"
