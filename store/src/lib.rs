@@ -50,6 +50,7 @@ pub mod cat;
 pub mod check;
 pub mod embedded;
 pub mod error;
+pub(crate) mod facts;
 pub mod files;
 pub mod generate;
 pub mod location;

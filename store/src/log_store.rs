@@ -130,6 +130,16 @@ pub trait LogStore: Send + Sync {
         Ok(None)
     }
 
+    /// The first `len` bytes of the session's fact journal, from the fact segments stored
+    /// beside its checkpoints (docs/format.md, "Fact segments"); an error when they cannot
+    /// give them (a backend that keeps no checkpoints has none).
+    fn fact_journal(&self, session: &str, len: u64) -> Result<Vec<u8>, StoreError> {
+        let _ = len;
+        Err(StoreError::Corrupt {
+            reason: format!("{session}: this backend keeps no fact journal"),
+        })
+    }
+
     /// The fold at `at_seq` inclusive (`None`: the head).
     fn fold_at(&self, session: &str, at_seq: Option<u64>) -> Result<SessionFold, StoreError> {
         fold_from_checkpoint(self, session, at_seq)
@@ -271,7 +281,8 @@ fn resume_nearest<S: LogStore + ?Sized>(
         }
     }
     if let Some((key, bytes)) = store.kept_checkpoint_below(session, end_seq)? {
-        if let Ok(kept) = crate::embedded::backend::decode_checkpoint(&bytes) {
+        let journal = |len| store.fact_journal(session, len).map_err(|e| e.to_string());
+        if let Ok(kept) = crate::embedded::backend::decode_checkpoint(&bytes, journal) {
             if kept.0 == key {
                 candidates.push(kept);
             }

@@ -34,6 +34,7 @@ use crate::embedded::{
     admit_expected, AppendAck, AppendRequest, Head, StoreError, BATCH_EVENTS_MAX,
     CHECKPOINT_INTERVAL_EVENTS,
 };
+use crate::facts::{assemble, encode_segment, FactsWritten};
 use crate::location::redact_url;
 use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
 use crate::types::{check_import_resume, keeps_checkpoint, FoundImport};
@@ -56,15 +57,22 @@ pub const SCHEMA_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0004_kept_checkpoints",
         include_str!("../sql/0004_kept_checkpoints.sql"),
     ),
+    (
+        5,
+        "0005_fact_segments",
+        include_str!("../sql/0005_fact_segments.sql"),
+    ),
 ];
 /// The schema version this build writes; a newer database is refused.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 /// The first schema with the sessions' `importing` column.
 const SCHEMA_IMPORTING: i64 = 2;
 /// The first schema with the sessions' `format_version` column (and so with V4 sessions).
 const SCHEMA_FORMAT_VERSION: i64 = 3;
 /// The first schema with the kept checkpoints' table.
 const SCHEMA_KEPT_CHECKPOINTS: i64 = 4;
+/// The first schema with the fact segments' table (and so with version 3 checkpoints).
+const SCHEMA_FACT_SEGMENTS: i64 = 5;
 /// Connections one store keeps open.
 pub const POOL_CONNECTIONS_MAX: usize = 4;
 /// Rows one INSERT statement carries (3 parameters each, far below the 65535 limit).
@@ -117,6 +125,8 @@ struct PgSession {
     fold: SessionFold,
     head_chain: ChainHash,
     checkpoint_next_seq: u64,
+    /// The fact journal as this process last stored or read it with a checkpoint.
+    facts: FactsWritten,
     /// A failed write left the fold ahead of the database: reload before use.
     stale: bool,
     /// An import created the session and has not finished it.
@@ -355,10 +365,15 @@ impl PgStore {
         }
         let next_seq = state.fold.admission().next_seq();
         let checkpoint = if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
+            // A failed write reloads the state (`stale`), the stored journal's length with it.
+            let session_state = &mut *state;
+            let (bytes, segment) =
+                encode_checkpoint(&session_state.fold, &chain, &mut session_state.facts)?;
             Some(BatchCheckpoint {
                 next_seq,
-                bytes: encode_checkpoint(&state.fold, &chain)?,
+                bytes,
                 kept: keeps_checkpoint(state.checkpoint_next_seq, next_seq),
+                segment: segment.map(|(start, bytes)| (start, encode_segment(&bytes))),
             })
         } else {
             None
@@ -598,8 +613,24 @@ impl PgStore {
             next_seq,
             bytes,
             kept,
+            segment,
         }) = checkpoint
         {
+            if let Some((start, value)) = segment {
+                if start == 0 {
+                    // A journal written from its start replaces whatever the session had.
+                    txn.execute(
+                        "DELETE FROM sessionlog_fact_segments WHERE session_id = $1",
+                        &[&session],
+                    )?;
+                }
+                txn.execute(
+                    "INSERT INTO sessionlog_fact_segments (session_id, start_offset, segment) \
+                     VALUES ($1, $2, $3) ON CONFLICT (session_id, start_offset) \
+                     DO UPDATE SET segment = excluded.segment",
+                    &[&session, &to_sql_seq(start), &value],
+                )?;
+            }
             txn.execute(
                 "INSERT INTO sessionlog_checkpoints (session_id, next_seq, record) \
                  VALUES ($1, $2, $3) ON CONFLICT (session_id) \
@@ -618,11 +649,13 @@ impl PgStore {
     }
 }
 
-/// A checkpoint written with a batch: the latest one, and `kept` for good as well.
+/// A checkpoint written with a batch: the latest one, and `kept` for good as well, with the
+/// fact segment `(start, row value)` it names first.
 struct BatchCheckpoint {
     next_seq: u64,
     bytes: Vec<u8>,
     kept: bool,
+    segment: Option<(u64, Vec<u8>)>,
 }
 
 /// Reloads a stale state in place (a failed write left its fold ahead of the database).
@@ -651,18 +684,42 @@ fn load_session(
         fold: info.fold(),
         head_chain: record::genesis_chain(&info.header),
         checkpoint_next_seq: 0,
+        facts: FactsWritten::new(),
         stale: false,
         importing,
         info,
     };
     if let Some((fold, chain)) = load_checkpoint(client, session, &state.info)? {
         state.checkpoint_next_seq = fold.admission().next_seq();
+        state.facts = FactsWritten::stored(fold.fact_journal());
         state.fold = fold;
         state.fold.set_identity(Identity::of(&state.info.header));
         state.head_chain = chain;
     }
     catch_up(client, session, &mut state)?;
     Ok(state)
+}
+
+/// The first `len` bytes of the session's fact journal, from its fact segments (an error on a
+/// schema before them, which holds no checkpoint that names a journal).
+fn read_journal(client: &mut Client, session: &str, len: u64) -> Result<Vec<u8>, String> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let rows = client
+        .query(
+            "SELECT start_offset, segment FROM sessionlog_fact_segments \
+             WHERE session_id = $1 AND start_offset < $2 ORDER BY start_offset",
+            &[&session, &to_sql_seq(len)],
+        )
+        .map_err(|e| e.to_string())?;
+    let rows = rows.into_iter().map(|row| {
+        let start: i64 = row.try_get(0).map_err(|e| e.to_string())?;
+        let value: Vec<u8> = row.try_get(1).map_err(|e| e.to_string())?;
+        let start = u64::try_from(start).map_err(|_| format!("fact segment offset {start}"))?;
+        Ok::<_, String>((start, value))
+    });
+    assemble(len, rows)
 }
 
 /// The fold and chain from the session's checkpoint; a damaged or stale one is ignored.
@@ -679,7 +736,8 @@ fn load_checkpoint(
         .map_err(pg_error)?;
     let Some(row) = row else { return Ok(None) };
     let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
-    let Ok((next_seq, chain, checkpoint)) = decode_checkpoint(&bytes) else {
+    let journal = |len| read_journal(client, session, len);
+    let Ok((next_seq, chain, checkpoint)) = decode_checkpoint(&bytes, journal) else {
         return Ok(None);
     };
     let mut failure = None;
@@ -913,7 +971,11 @@ impl LogStore for PgStore {
             return Ok(None);
         };
         let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
-        Ok((!is_stale_checkpoint(&bytes)).then(|| decode_checkpoint(&bytes)))
+        if is_stale_checkpoint(&bytes) {
+            return Ok(None);
+        }
+        let journal = |len| read_journal(&mut client, session, len);
+        Ok(Some(decode_checkpoint(&bytes, journal)))
     }
 
     fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {
@@ -932,6 +994,19 @@ impl LogStore for PgStore {
         rows.iter()
             .map(|row| from_sql_seq(session, row.try_get(0).map_err(pg_error)?))
             .collect()
+    }
+
+    fn fact_journal(&self, session: &str, len: u64) -> Result<Vec<u8>, StoreError> {
+        let mut client = self.client();
+        self.read_info(&mut client, session)?;
+        if self.schema < SCHEMA_FACT_SEGMENTS && len > 0 {
+            return Err(StoreError::Corrupt {
+                reason: format!("{session}: schema {} keeps no fact journal", self.schema),
+            });
+        }
+        read_journal(&mut client, session, len).map_err(|reason| StoreError::Corrupt {
+            reason: format!("{session}: {reason}"),
+        })
     }
 
     fn kept_checkpoint_below(

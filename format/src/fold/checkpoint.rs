@@ -15,7 +15,7 @@ use crate::admission::{Admission, AdmissionState};
 use crate::event::{Event, EventType};
 use crate::message::Message;
 use crate::payload::{EpochHeader, RequestContextData};
-use crate::relations::{Relations, RelationsCheckpoint};
+use crate::relations::{FactJournal, Relations, RelationsCheckpoint};
 use crate::rules::RuleContext;
 use crate::surface::{node_kind, Node, Surface};
 
@@ -110,8 +110,20 @@ pub enum ResumeError {
 }
 
 impl SessionFold {
-    /// The checkpoint of this fold; O(live nodes + projected messages).
+    /// The checkpoint of this fold; O(live nodes + projected messages + fact journal).
     pub fn checkpoint(&self) -> FoldCheckpoint {
+        let facts = FactJournal::Bytes(self.admission.relations().journal().to_vec());
+        self.checkpoint_with(facts)
+    }
+
+    /// The validator's fact journal (see [`crate::relations::FactJournal`]).
+    pub fn fact_journal(&self) -> &[u8] {
+        self.admission.relations().journal()
+    }
+
+    /// The checkpoint of this fold with `facts` for its fact journal, as a store that keeps
+    /// the journal beside its checkpoints writes it; O(live nodes + projected messages).
+    pub fn checkpoint_with(&self, facts: FactJournal) -> FoldCheckpoint {
         let ctx = self.admission.context();
         let state = self.admission.state();
         let surface = self.admission.surface();
@@ -143,7 +155,7 @@ impl SessionFold {
             projected,
             header: self.header.as_deref().cloned(),
             context: self.context.as_deref().cloned(),
-            relations: self.admission.relations().checkpoint(),
+            relations: self.admission.relations().checkpoint_with(facts),
         }
     }
 

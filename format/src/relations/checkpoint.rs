@@ -44,30 +44,114 @@ pub struct RelationsCheckpoint {
     pub facts: FactJournal,
 }
 
-/// The validator's fact journal (`relations/facts.rs` has its layout): binary JSON bytes
-/// (tag `0x09`), a JSON array of byte values in JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FactJournal(pub Vec<u8>);
+/// The validator's fact journal (`relations/facts.rs` has its layout) as a checkpoint holds it:
+/// its bytes, or, in a stored checkpoint, a reference to the first `len` bytes of the journal
+/// a store keeps beside its checkpoints, with their BLAKE3 hash. In binary JSON the bytes are
+/// a bytes value (tag `0x09`) and the reference an object `{len, blake3}`; in JSON the bytes
+/// are an array of byte values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactJournal {
+    Bytes(Vec<u8>),
+    Stored { len: u64, blake3: [u8; 32] },
+}
+
+impl Default for FactJournal {
+    fn default() -> FactJournal {
+        FactJournal::Bytes(Vec::new())
+    }
+}
+
+impl FactJournal {
+    /// The journal's bytes, unless it is a reference.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            FactJournal::Bytes(bytes) => Some(bytes),
+            FactJournal::Stored { .. } => None,
+        }
+    }
+
+    /// The reference to `journal` stored elsewhere.
+    pub fn stored(journal: &[u8]) -> FactJournal {
+        FactJournal::Stored {
+            len: journal.len() as u64,
+            blake3: *blake3::hash(journal).as_bytes(),
+        }
+    }
+
+    /// Replaces a reference with the journal `read` returns for its length, checked against
+    /// the reference's length and hash; bytes stay as they are.
+    pub fn resolve(
+        &mut self,
+        read: impl FnOnce(u64) -> Result<Vec<u8>, String>,
+    ) -> Result<(), String> {
+        let FactJournal::Stored { len, blake3 } = *self else {
+            return Ok(());
+        };
+        let journal = read(len)?;
+        if journal.len() as u64 != len || *blake3::hash(&journal).as_bytes() != blake3 {
+            return Err(format!(
+                "the fact journal's first {len} bytes are not the ones the checkpoint names"
+            ));
+        }
+        *self = FactJournal::Bytes(journal);
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredJournal {
+    len: u64,
+    #[serde(with = "hash_bytes")]
+    blake3: [u8; 32],
+}
+
+mod hash_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(hash: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(hash)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
+        let bytes = super::FactJournal::deserialize(d)?;
+        match bytes {
+            super::FactJournal::Bytes(bytes) => bytes
+                .try_into()
+                .map_err(|_| serde::de::Error::custom("a BLAKE3 hash is 32 bytes")),
+            super::FactJournal::Stored { .. } => {
+                Err(serde::de::Error::custom("a BLAKE3 hash is 32 bytes"))
+            }
+        }
+    }
+}
 
 impl Serialize for FactJournal {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_bytes(&self.0)
+        match self {
+            FactJournal::Bytes(bytes) => serializer.serialize_bytes(bytes),
+            FactJournal::Stored { len, blake3 } => StoredJournal {
+                len: *len,
+                blake3: *blake3,
+            }
+            .serialize(serializer),
+        }
     }
 }
 
 impl<'de> Deserialize<'de> for FactJournal {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<FactJournal, D::Error> {
-        struct Bytes;
-        impl<'de> serde::de::Visitor<'de> for Bytes {
+        struct Journal;
+        impl<'de> serde::de::Visitor<'de> for Journal {
             type Value = FactJournal;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("the bytes of a fact journal")
+                f.write_str("the bytes of a fact journal, or a stored journal's length and hash")
             }
             fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<FactJournal, E> {
-                Ok(FactJournal(v.to_vec()))
+                Ok(FactJournal::Bytes(v.to_vec()))
             }
             fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<FactJournal, E> {
-                Ok(FactJournal(v))
+                Ok(FactJournal::Bytes(v))
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
@@ -77,10 +161,21 @@ impl<'de> Deserialize<'de> for FactJournal {
                 while let Some(byte) = seq.next_element::<u8>()? {
                     bytes.push(byte);
                 }
-                Ok(FactJournal(bytes))
+                Ok(FactJournal::Bytes(bytes))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<FactJournal, A::Error> {
+                let stored =
+                    StoredJournal::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(FactJournal::Stored {
+                    len: stored.len,
+                    blake3: stored.blake3,
+                })
             }
         }
-        deserializer.deserialize_bytes(Bytes)
+        deserializer.deserialize_any(Journal)
     }
 }
 
@@ -124,8 +219,19 @@ pub struct PtcCheckpoint {
 }
 
 impl Relations {
+    /// The fact journal as it stands.
+    pub fn journal(&self) -> &[u8] {
+        &self.journal
+    }
+
     /// The checkpoint of this state; O(state).
     pub fn checkpoint(&self) -> RelationsCheckpoint {
+        self.checkpoint_with(FactJournal::Bytes(self.journal.clone()))
+    }
+
+    /// The checkpoint of this state with `facts` for its fact journal (a reference to where
+    /// the journal is stored); O(state without the journal).
+    pub fn checkpoint_with(&self, facts: FactJournal) -> RelationsCheckpoint {
         let s = &self.s;
         let mut chains: Vec<ChainCheckpoint> = (self.chains.iter())
             .map(|(key, chain)| ChainCheckpoint {
@@ -186,7 +292,7 @@ impl Relations {
             ptc,
             inherited_seen: s.inherited_seen,
             catalog_children: sorted(self.catalog_children.iter().map(|id| id.to_string())),
-            facts: FactJournal(self.journal.clone()),
+            facts,
         }
     }
 
@@ -273,8 +379,11 @@ impl Relations {
             .into_iter()
             .map(String::into_boxed_str)
             .collect();
-        relations.replay(&cp.facts.0, next_seq)?;
-        relations.journal = cp.facts.0;
+        let FactJournal::Bytes(journal) = cp.facts else {
+            return Err("the fact journal is stored elsewhere and was not read".to_owned());
+        };
+        relations.replay(&journal, next_seq)?;
+        relations.journal = journal;
         for (seq, id) in cp.forward_sources {
             if seq < next_seq {
                 return Err(format!(
@@ -413,7 +522,10 @@ impl RelationsCheckpoint {
     /// How many V4 request headers the fact journal records (0 when it cannot be read).
     #[cfg(test)]
     pub(crate) fn header_facts(&self) -> usize {
-        Facts::new(&self.facts.0)
+        let FactJournal::Bytes(journal) = &self.facts else {
+            return 0;
+        };
+        Facts::new(journal)
             .map_while(Result::ok)
             .filter(|fact| matches!(fact, Fact::Header { .. }))
             .count()
@@ -434,4 +546,47 @@ fn sorted(items: impl Iterator<Item = String>) -> Vec<String> {
     let mut items: Vec<String> = items.collect();
     items.sort_unstable();
     items
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FactJournal;
+
+    // Goal: a fact journal round-trips in both forms through binary JSON and JSON, and a
+    // reference resolves only to the bytes it names.
+    // Method: encode and decode each form; resolve a reference against the right bytes, a
+    // short read and other bytes of the same length.
+    #[test]
+    fn journals_round_trip_and_references_resolve_to_their_bytes() {
+        let journal = vec![1u8, 2, 3, 4, 5];
+        for form in [
+            FactJournal::Bytes(journal.clone()),
+            FactJournal::stored(&journal),
+        ] {
+            let mut raw = Vec::new();
+            crate::binary::to_vec(&form, &mut raw).unwrap();
+            assert_eq!(
+                crate::binary::from_slice::<FactJournal>(&raw).unwrap(),
+                form
+            );
+            let text = serde_json::to_string(&form).unwrap();
+            assert_eq!(serde_json::from_str::<FactJournal>(&text).unwrap(), form);
+        }
+        let mut reference = FactJournal::stored(&journal);
+        reference
+            .resolve(|len| Ok(journal[..len as usize].to_vec()))
+            .unwrap();
+        assert_eq!(reference, FactJournal::Bytes(journal.clone()));
+        let mut short = FactJournal::stored(&journal);
+        assert!(short.resolve(|_| Ok(journal[..4].to_vec())).is_err());
+        let mut other = FactJournal::stored(&journal);
+        let error = other.resolve(|_| Ok(vec![9; 5])).unwrap_err();
+        assert_eq!(
+            error,
+            "the fact journal's first 5 bytes are not the ones the checkpoint names"
+        );
+        assert_eq!(other, FactJournal::stored(&journal), "unchanged on failure");
+        let mut bytes = FactJournal::Bytes(journal.clone());
+        bytes.resolve(|_| panic!("bytes are not read")).unwrap();
+    }
 }

@@ -961,7 +961,7 @@ fn retry_chains_end_with_their_step() {
     assert_eq!(chains[10], ids(&[]), "turn/end ends every chain");
     // Retry ids and scheduled attempts reach across the whole log.
     let cp = walked.relations().checkpoint();
-    let scheduled: Vec<(&str, u64)> = super::facts::Facts::new(&cp.facts.0)
+    let scheduled: Vec<(&str, u64)> = super::facts::Facts::new(cp.facts.bytes().unwrap())
         .filter_map(|fact| match fact.unwrap() {
             super::facts::Fact::Retry {
                 retry_id, retry, ..
@@ -1043,10 +1043,11 @@ fn a_resume_refuses_a_journal_that_could_not_have_been_written() {
     assert_eq!(resumed.checkpoint(), cp);
     let with_facts = |facts: &[Fact<'_>]| {
         let mut edited = cp.clone();
-        edited.facts.0.clear();
+        let mut journal = Vec::new();
         for fact in facts {
-            push(&mut edited.facts.0, fact);
+            push(&mut journal, fact);
         }
+        edited.facts = super::FactJournal::Bytes(journal);
         super::Relations::from_checkpoint(ctx, edited, next_seq).map(|_| ())
     };
     let scheduled = Fact::Retry {
@@ -1111,7 +1112,9 @@ fn a_resume_refuses_a_journal_that_could_not_have_been_written() {
         assert_eq!(with_facts(&facts), Err(expected.to_string()), "{facts:?}");
     }
     let mut truncated = cp.clone();
-    truncated.facts.0.pop();
+    let mut journal = cp.facts.bytes().unwrap().to_vec();
+    journal.pop();
+    truncated.facts = super::FactJournal::Bytes(journal);
     let error = super::Relations::from_checkpoint(ctx, truncated, next_seq).unwrap_err();
     assert!(error.starts_with("fact at journal offset"), "{error}");
 }

@@ -6,10 +6,11 @@ use sessionlog_format::{binary, Event, SessionHeader};
 
 use super::blocks::{Records, BLOCKS};
 pub(crate) use super::session::is_stale_checkpoint;
-use super::session::{decode_checkpoint_body, session_record};
+use super::session::{decode_checkpoint_body, read_journal, session_record};
 use super::tables::{self, CheckpointRecord, CHECKPOINTS, EVENTS};
 use super::verify::SessionReport;
 use super::{guard, AppendAck, AppendRequest, DamagedFrame, Head, Store, StoreError};
+use crate::facts::FactsWritten;
 use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
 
 /// zstd level of checkpoint bodies (as the redb store writes them).
@@ -113,7 +114,11 @@ impl LogStore for Store {
             let Some(bytes) = checkpoints.get(record.key).map_err(storage)? else {
                 return Ok(None);
             };
-            Ok(Some(decode_checkpoint(bytes.value())))
+            if is_stale_checkpoint(bytes.value()) {
+                return Ok(None);
+            }
+            let journal = |len| read_journal(&txn, record.key, len);
+            Ok(Some(decode_checkpoint(bytes.value(), journal)))
         })
     }
 
@@ -122,6 +127,16 @@ impl LogStore for Store {
             let txn = self.read_txn()?;
             let record = session_record(&txn, session)?;
             super::verify::read_kept_checkpoint_seqs(&txn, record.key)
+        })
+    }
+
+    fn fact_journal(&self, session: &str, len: u64) -> Result<Vec<u8>, StoreError> {
+        guard("reading the fact journal", || {
+            let txn = self.read_txn()?;
+            let record = session_record(&txn, session)?;
+            read_journal(&txn, record.key, len).map_err(|reason| StoreError::Corrupt {
+                reason: format!("{session}: {reason}"),
+            })
         })
     }
 
@@ -182,12 +197,16 @@ impl LogStore for Store {
 }
 
 /// Encodes the checkpoint record of `fold` whose last record has chain hash `chain`: the same
-/// bytes the redb store keeps (docs/format.md, "Store").
+/// bytes the redb store keeps (docs/format.md, "Store"). Its fact journal is named by length
+/// and hash; the segment `(start, bytes)` returned (none when the journal did not grow) is
+/// stored with it, and `facts` moves on past it.
 pub(crate) fn encode_checkpoint(
     fold: &SessionFold,
     chain: &ChainHash,
-) -> Result<Vec<u8>, StoreError> {
-    let checkpoint = fold.checkpoint();
+    facts: &mut FactsWritten,
+) -> Result<(Vec<u8>, Option<crate::facts::Segment>), StoreError> {
+    let (reference, segment) = facts.advance(fold.fact_journal());
+    let checkpoint = fold.checkpoint_with(reference);
     let mut raw = Vec::new();
     binary::to_vec(&checkpoint, &mut raw).map_err(storage)?;
     let body = zstd::bulk::compress(&raw, CHECKPOINT_ZSTD_LEVEL).map_err(storage)?;
@@ -197,12 +216,16 @@ pub(crate) fn encode_checkpoint(
         chain: *chain,
         body,
     };
-    Ok(tables::encode_checkpoint(&record))
+    Ok((tables::encode_checkpoint(&record), segment))
 }
 
-/// Decodes a checkpoint record into `(next_seq, chain, checkpoint)`, or says why it cannot.
-pub(crate) fn decode_checkpoint(bytes: &[u8]) -> StoredCheckpoint {
-    decode_checkpoint_body(bytes).map(|(record, checkpoint)| {
+/// Decodes a checkpoint record into `(next_seq, chain, checkpoint)`, its fact journal read
+/// through `journal` (the session's first `len` bytes), or says why it cannot.
+pub(crate) fn decode_checkpoint(
+    bytes: &[u8],
+    journal: impl FnOnce(u64) -> Result<Vec<u8>, String>,
+) -> StoredCheckpoint {
+    decode_checkpoint_body(bytes, journal).map(|(record, checkpoint)| {
         debug_assert_eq!(record.next_seq, checkpoint.next_seq);
         (record.next_seq, record.chain, checkpoint)
     })

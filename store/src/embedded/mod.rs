@@ -35,7 +35,9 @@ use self::blocks::BLOCKS;
 use self::sealer::{Hint, Sealer};
 use self::session::SessionState;
 use self::staged::{Staged, StagedGroup};
-use self::tables::{CHECKPOINTS, EVENTS, KEPT_CHECKPOINTS, META, META_KEY, SESSIONS};
+use self::tables::{
+    CHECKPOINTS, EVENTS, FACT_SEGMENTS, KEPT_CHECKPOINTS, META, META_KEY, SESSIONS,
+};
 pub use self::tables::{STORE_FORMAT_VERSION, STORE_VERSION_BLOCKS, STORE_VERSION_V4_SESSIONS};
 pub use self::wal::{wal_path, WalFile};
 pub use crate::types::DamagedFrame;
@@ -565,6 +567,7 @@ impl Store {
             txn.open_table(CHECKPOINTS).map_err(StoreError::storage)?;
             txn.open_table(KEPT_CHECKPOINTS)
                 .map_err(StoreError::storage)?;
+            txn.open_table(FACT_SEGMENTS).map_err(StoreError::storage)?;
             txn.open_table(BLOCKS).map_err(StoreError::storage)?;
         }
         txn.commit().map_err(StoreError::storage)
@@ -905,7 +908,10 @@ impl Store {
         state.written = true;
         let next_seq = state.fold.admission().next_seq();
         if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
-            let bytes = state.encode_checkpoint()?;
+            let (bytes, segment) = state.encode_checkpoint()?;
+            if let Some((start, journal_bytes)) = segment {
+                group.fact_segment(state.key, start, &journal_bytes);
+            }
             if crate::types::keeps_checkpoint(state.checkpoint_next_seq, next_seq) {
                 group.kept_checkpoint(state.key, next_seq, bytes.clone());
             }

@@ -18,9 +18,11 @@ use sessionlog_format::{Event, SessionHeader};
 use super::blocks::{check_link, Records, BLOCKS};
 use super::sealer::Pending;
 use super::tables::{
-    self, CheckpointRecord, SessionRecord, CHECKPOINTS, EVENTS, KEPT_CHECKPOINTS, SESSIONS,
+    self, CheckpointRecord, SessionRecord, CHECKPOINTS, EVENTS, FACT_SEGMENTS, KEPT_CHECKPOINTS,
+    SESSIONS,
 };
 use super::StoreError;
+use crate::facts::FactsWritten;
 
 pub(crate) struct SessionState {
     pub(crate) key: u64,
@@ -34,6 +36,8 @@ pub(crate) struct SessionState {
     pub(crate) head_chain: ChainHash,
     /// `next_seq` of the latest persisted checkpoint (0: none).
     pub(crate) checkpoint_next_seq: u64,
+    /// The fact journal as stored with the session's checkpoints.
+    pub(crate) facts: FactsWritten,
     /// What the session appended since it was last hinted to the sealer.
     pub(crate) pending: Pending,
     /// The session was appended to since the store was opened.
@@ -112,6 +116,7 @@ impl SessionState {
         let mut state = match load_checkpoint(txn, session, key, ctx)? {
             Some((fold, chain)) => {
                 let next_seq = fold.admission().next_seq();
+                let facts = FactsWritten::stored(fold.fact_journal());
                 SessionState {
                     key,
                     snapshot: ctx.snapshot,
@@ -120,6 +125,7 @@ impl SessionState {
                     fold,
                     head_chain: chain,
                     checkpoint_next_seq: next_seq,
+                    facts,
                     pending,
                     written: false,
                 }
@@ -132,6 +138,7 @@ impl SessionState {
                 fold: SessionFold::new(ctx),
                 head_chain: genesis,
                 checkpoint_next_seq: 0,
+                facts: FactsWritten::new(),
                 pending,
                 written: false,
             },
@@ -150,19 +157,38 @@ impl SessionState {
         Ok(state)
     }
 
-    /// Encodes the fold checkpoint record for the state as it is now.
-    pub(crate) fn encode_checkpoint(&self) -> Result<Vec<u8>, StoreError> {
-        super::backend::encode_checkpoint(&self.fold, &self.head_chain)
+    /// Encodes the fold checkpoint record for the state as it is now, with the fact segment
+    /// `(start, bytes)` to store beside it (none when the journal did not grow).
+    pub(crate) fn encode_checkpoint(
+        &mut self,
+    ) -> Result<(Vec<u8>, Option<crate::facts::Segment>), StoreError> {
+        super::backend::encode_checkpoint(&self.fold, &self.head_chain, &mut self.facts)
     }
 }
 
-/// Decodes a checkpoint record's fold checkpoint, or says why it cannot be used.
+/// Decodes a checkpoint record's fold checkpoint, its fact journal read through `journal`
+/// (the session's first `len` bytes), or says why it cannot be used.
 pub(crate) fn decode_checkpoint_body(
     bytes: &[u8],
+    journal: impl FnOnce(u64) -> Result<Vec<u8>, String>,
 ) -> Result<(CheckpointRecord, FoldCheckpoint), String> {
     let (record, raw) = decode_checkpoint_raw(bytes)?;
-    let checkpoint: FoldCheckpoint = binary::from_slice(&raw).map_err(|e| e.to_string())?;
+    let mut checkpoint: FoldCheckpoint = binary::from_slice(&raw).map_err(|e| e.to_string())?;
+    checkpoint.relations.facts.resolve(journal)?;
     Ok((record, checkpoint))
+}
+
+/// The first `len` bytes of session `key`'s fact journal, from its fact segments.
+pub(crate) fn read_journal(txn: &ReadTransaction, key: u64, len: u64) -> Result<Vec<u8>, String> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let segments = txn.open_table(FACT_SEGMENTS).map_err(|e| e.to_string())?;
+    let rows = segments
+        .range((key, 0)..=(key, u64::MAX))
+        .map_err(|e| e.to_string())?;
+    let rows = rows.map(|row| row.map(|(k, v)| (k.value().1, v.value().to_vec())));
+    crate::facts::assemble(len, rows)
 }
 
 /// Whether `bytes` is a whole checkpoint record (its crc holds) of another build's checkpoint
@@ -210,7 +236,8 @@ fn resume_checkpoint(
     ctx: RuleContext,
     bytes: &[u8],
 ) -> Result<Option<(SessionFold, ChainHash)>, StoreError> {
-    let Ok((record, checkpoint)) = decode_checkpoint_body(bytes) else {
+    let Ok((record, checkpoint)) = decode_checkpoint_body(bytes, |len| read_journal(txn, key, len))
+    else {
         return Ok(None);
     };
     let events = txn.open_table(EVENTS).map_err(storage)?;

@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use redb::{Database, Durability};
 
-use super::tables::{CHECKPOINTS, EVENTS, KEPT_CHECKPOINTS};
+use super::tables::{CHECKPOINTS, EVENTS, FACT_SEGMENTS, KEPT_CHECKPOINTS};
 use super::{lock, StoreError};
 
 /// Staged bytes past which the writer asks the sealer to flush (sessions that never fill a
@@ -39,6 +39,8 @@ pub(crate) struct StagedGroup {
     checkpoints: Vec<(u64, Vec<u8>)>,
     /// `(session key, next_seq, checkpoint record)`: kept checkpoints.
     kept: Vec<(u64, u64, Vec<u8>)>,
+    /// `(session key, start offset, segment row value)`: fact segments, in order.
+    segments: Vec<(u64, u64, Vec<u8>)>,
 }
 
 impl StagedGroup {
@@ -52,6 +54,13 @@ impl StagedGroup {
 
     pub(crate) fn kept_checkpoint(&mut self, key: u64, next_seq: u64, bytes: Vec<u8>) {
         self.kept.push((key, next_seq, bytes));
+    }
+
+    /// A fact segment of session `key` starting at journal offset `start`, stored with the
+    /// checkpoint that names it; one at offset 0 replaces every segment the session had.
+    pub(crate) fn fact_segment(&mut self, key: u64, start: u64, journal_bytes: &[u8]) {
+        let value = crate::facts::encode_segment(journal_bytes);
+        self.segments.push((key, start, value));
     }
 }
 
@@ -67,12 +76,16 @@ struct Tail {
     sessions: HashMap<u64, SessionTail>,
     checkpoints: HashMap<u64, Vec<u8>>,
     kept: Vec<(u64, u64, Vec<u8>)>,
+    segments: Vec<(u64, u64, Vec<u8>)>,
     bytes: usize,
 }
 
 impl Tail {
     fn is_empty(&self) -> bool {
-        self.sessions.is_empty() && self.checkpoints.is_empty() && self.kept.is_empty()
+        self.sessions.is_empty()
+            && self.checkpoints.is_empty()
+            && self.kept.is_empty()
+            && self.segments.is_empty()
     }
 
     fn push_record(&mut self, key: u64, seq: u64, bytes: Vec<u8>) {
@@ -95,6 +108,7 @@ impl Tail {
         }
         self.checkpoints.extend(newer.checkpoints);
         self.kept.extend(newer.kept);
+        self.segments.extend(newer.segments);
     }
 }
 
@@ -119,6 +133,7 @@ impl Staged {
             tail.checkpoints.insert(key, bytes);
         }
         tail.kept.extend(group.kept);
+        tail.segments.extend(group.segments);
         tail.bytes
     }
 
@@ -221,6 +236,18 @@ fn insert(db: &Database, tail: &Tail) -> Result<(), StoreError> {
             .map_err(StoreError::storage)?;
         for (key, next_seq, bytes) in &tail.kept {
             kept.insert((*key, *next_seq), bytes.as_slice())
+                .map_err(StoreError::storage)?;
+        }
+        let mut segments = txn.open_table(FACT_SEGMENTS).map_err(StoreError::storage)?;
+        for (key, start, value) in &tail.segments {
+            if *start == 0 {
+                // A journal written from its start replaces whatever the session had.
+                segments
+                    .retain_in((*key, 0)..=(*key, u64::MAX), |_, _| false)
+                    .map_err(StoreError::storage)?;
+            }
+            segments
+                .insert((*key, *start), value.as_slice())
                 .map_err(StoreError::storage)?;
         }
     }

@@ -21,6 +21,12 @@ pub(crate) const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new
 /// written by builds before it (they fold such reads from seq 0).
 pub(crate) const KEPT_CHECKPOINTS: TableDefinition<(u64, u64), &[u8]> =
     TableDefinition::new("kept_checkpoints");
+/// `(session key, start offset)` -> a segment of the session's fact journal (the CRC-32 of
+/// the bytes, then the bytes; `crate::facts`): written with the checkpoint that first names
+/// them, read back by a resume up to the length the checkpoint names. Absent in stores written
+/// by builds before fold checkpoint version 3.
+pub(crate) const FACT_SEGMENTS: TableDefinition<(u64, u64), &[u8]> =
+    TableDefinition::new("fact_segments");
 
 pub(crate) const META_KEY: &str = "store";
 

@@ -16,10 +16,10 @@ use sessionlog_format::record::{self, ChainHash, RecordError};
 
 use super::blocks::{self, BLOCKS};
 use super::session::{
-    context_of, decode_checkpoint_body, decode_checkpoint_raw, is_stale_checkpoint,
+    context_of, decode_checkpoint_body, decode_checkpoint_raw, is_stale_checkpoint, read_journal,
     stored_session_record,
 };
-use super::tables::{self, CHECKPOINTS, EVENTS, KEPT_CHECKPOINTS, SESSIONS};
+use super::tables::{self, CHECKPOINTS, EVENTS, FACT_SEGMENTS, KEPT_CHECKPOINTS, SESSIONS};
 use super::{DamagedFrame, Store, StoreError};
 use crate::log_store::StoredCheckpoint;
 use sessionlog_format::binary;
@@ -143,7 +143,18 @@ fn verify_session(
         walk.record(stored_key.value().1, bytes.value());
         walk.check_kept(fetch_kept)?;
     }
+    // The journal the latest checkpoint names ends where the session's fact segments end.
+    let journal_len = checkpoint.as_ref().and_then(|stored| {
+        let (_, _, fold) = stored.as_ref().ok()?;
+        fold.relations
+            .facts
+            .bytes()
+            .map(|journal| journal.len() as u64)
+    });
     let mut report = walk.finish(checkpoint);
+    if let Some(len) = journal_len {
+        check_segments_end(txn, key, len, &mut report)?;
+    }
     let version = context_of(&record).version;
     if store_version < tables::store_version_for(version) {
         report.faults.push(VerifyFault {
@@ -309,6 +320,48 @@ fn check_table_counts(
     Ok(())
 }
 
+/// Reports the fact segments of session `key` that reach past `len`, the length of the journal
+/// its latest checkpoint names: a segment is written with the checkpoint that names it, so
+/// none can.
+fn check_segments_end(
+    txn: &ReadTransaction,
+    key: u64,
+    len: u64,
+    report: &mut SessionReport,
+) -> Result<(), StoreError> {
+    let storage =
+        |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
+    let segments = match txn.open_table(FACT_SEGMENTS) {
+        Ok(segments) => segments,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(e) => {
+            return Err(StoreError::Storage(
+                crate::embedded::StorageFailure::caused_by(e),
+            ))
+        }
+    };
+    for entry in segments
+        .range((key, 0)..=(key, u64::MAX))
+        .map_err(storage)?
+    {
+        let (stored_key, value) = entry.map_err(storage)?;
+        let start = stored_key.value().1;
+        let end = crate::facts::decode_segment(value.value())
+            .map_or(u64::MAX, |bytes| start + bytes.len() as u64);
+        if end > len {
+            report.faults.push(VerifyFault {
+                seq: None,
+                kind: FaultKind::Checkpoint,
+                message: format!(
+                    "the fact segment at offset {start} reaches past the {len} bytes of journal \
+                     the checkpoint names"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The seqs the session's kept checkpoints are keyed at, ascending (none in a store from before
 /// them).
 pub(crate) fn read_kept_checkpoint_seqs(
@@ -350,8 +403,9 @@ fn read_checkpoint(
     if is_stale_checkpoint(bytes.value()) {
         return Ok(None);
     }
+    let journal = |len| read_journal(txn, key, len);
     Ok(Some(
-        decode_checkpoint_body(bytes.value()).map(|(r, c)| (r.next_seq, r.chain, c)),
+        decode_checkpoint_body(bytes.value(), journal).map(|(r, c)| (r.next_seq, r.chain, c)),
     ))
 }
 
@@ -375,6 +429,9 @@ pub(crate) struct Walk {
     /// compression), which is smaller than the decoded one and compares by bytes: equal states
     /// write equal bytes (docs/format.md, "Checkpoint record").
     kept_due: Vec<(u64, Option<FreshKept>)>,
+    /// The fresh fold's fact journal as a writer stores it, to name it in the fresh kept
+    /// checkpoints by length and hash.
+    facts: crate::facts::FactsWritten,
     /// After a lost block: the next record or block starts the walk again (its seq and chain
     /// are taken as they are), since what was lost is reported already.
     resync: bool,
@@ -409,6 +466,7 @@ impl Walk {
             fresh_checkpoint: None,
             kept,
             kept_due: Vec::new(),
+            facts: crate::facts::FactsWritten::new(),
             resync: false,
             decoder: sessionlog_format::block::BlockDecoder::default(),
         }
@@ -561,9 +619,10 @@ impl Walk {
             };
             let fresh = (key == seq + 1).then(|| {
                 let mut raw = Vec::new();
+                let (facts, _) = self.facts.advance(fold.fact_journal());
                 // Encoding a checkpoint fails only on a value binary JSON cannot hold, which a
                 // fold never holds; an empty encoding then compares unequal and is reported.
-                let _ = sessionlog_format::binary::to_vec(&fold.checkpoint(), &mut raw);
+                let _ = sessionlog_format::binary::to_vec(&fold.checkpoint_with(facts), &mut raw);
                 (raw, self.chain)
             });
             self.kept_due.push((key, fresh));

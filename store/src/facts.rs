@@ -1,0 +1,178 @@
+//! The relationship validator's fact journal as the stores keep it (docs/format.md, "Fact
+//! segments"): beside the checkpoints, as append-only segments keyed by the journal offset they
+//! start at, so that a checkpoint names the journal by length and BLAKE3 hash instead of
+//! carrying it, and writing one costs the facts added since the last one.
+//!
+//! Every backend uses this module: [`FactsWritten`] is a session's writer side (what it has
+//! stored, and the running hash), [`assemble`] the reader side (the journal's first `len`
+//! bytes from the rows in offset order), [`encode_segment`] and [`decode_segment`] the row value.
+
+use sessionlog_format::relations::FactJournal;
+
+/// A fact segment to store: the journal offset it starts at, and its journal bytes.
+pub(crate) type Segment = (u64, Vec<u8>);
+
+/// Bytes of a segment row before the journal bytes: the CRC-32 of the bytes.
+const SEGMENT_HEADER_BYTES: usize = 4;
+
+/// The row value of a segment: the CRC-32 of `bytes`, then `bytes`.
+pub(crate) fn encode_segment(bytes: &[u8]) -> Vec<u8> {
+    let mut value = Vec::with_capacity(SEGMENT_HEADER_BYTES + bytes.len());
+    value.extend_from_slice(&crc32fast::hash(bytes).to_le_bytes());
+    value.extend_from_slice(bytes);
+    value
+}
+
+/// The journal bytes of a segment row value, checked against its CRC.
+pub(crate) fn decode_segment(value: &[u8]) -> Result<&[u8], String> {
+    if value.len() < SEGMENT_HEADER_BYTES {
+        return Err("a fact segment is too short".to_owned());
+    }
+    let (crc, bytes) = value.split_at(SEGMENT_HEADER_BYTES);
+    if crc32fast::hash(bytes).to_le_bytes() != crc {
+        return Err("a fact segment fails its checksum".to_owned());
+    }
+    Ok(bytes)
+}
+
+/// The first `len` bytes of a session's journal from its segment rows `(start, value)` in
+/// ascending `start` order. Segments may overlap (writers that raced wrote the same bytes from
+/// different offsets; the checkpoint's hash decides), but may not leave a gap. Reads no row
+/// past the one that reaches `len`.
+pub(crate) fn assemble<E: std::fmt::Display>(
+    len: u64,
+    rows: impl IntoIterator<Item = Result<(u64, Vec<u8>), E>>,
+) -> Result<Vec<u8>, String> {
+    let mut journal = Vec::new();
+    for row in rows {
+        let at = journal.len() as u64;
+        if at >= len {
+            break;
+        }
+        let (start, value) = row.map_err(|e| e.to_string())?;
+        let bytes = decode_segment(&value).map_err(|e| format!("{e} (at offset {start})"))?;
+        if start > at {
+            return Err(format!(
+                "the fact segments leave a gap at offset {at} (the next starts at {start})"
+            ));
+        }
+        let skip = usize::try_from(at - start).unwrap_or(usize::MAX);
+        if let Some(new) = bytes.get(skip..) {
+            journal.extend_from_slice(new);
+        }
+    }
+    if (journal.len() as u64) < len {
+        return Err(format!(
+            "the fact segments end at offset {} before the checkpoint's {len}",
+            journal.len()
+        ));
+    }
+    journal.truncate(len as usize);
+    Ok(journal)
+}
+
+/// A session's fact journal as its writer has stored it: the length written, and the running
+/// hash of those bytes.
+#[derive(Debug, Clone)]
+pub(crate) struct FactsWritten {
+    len: u64,
+    hasher: blake3::Hasher,
+}
+
+impl FactsWritten {
+    /// Nothing stored yet: the next segment starts the journal at offset 0, and replaces
+    /// whatever segments the session had.
+    pub(crate) fn new() -> FactsWritten {
+        FactsWritten {
+            len: 0,
+            hasher: blake3::Hasher::new(),
+        }
+    }
+
+    /// `journal` is stored (the journal a checkpoint named, as a resume read it).
+    pub(crate) fn stored(journal: &[u8]) -> FactsWritten {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(journal);
+        FactsWritten {
+            len: journal.len() as u64,
+            hasher,
+        }
+    }
+
+    /// Moves on to `journal` (which extends what was stored): the reference a checkpoint of
+    /// it holds, and the segment `(start, bytes)` to store with that checkpoint (none when the
+    /// journal did not grow).
+    pub(crate) fn advance(&mut self, journal: &[u8]) -> (FactJournal, Option<Segment>) {
+        let start = self.len;
+        let new = usize::try_from(start)
+            .ok()
+            .and_then(|start| journal.get(start..))
+            .expect("a fold's journal only grows past what its writer stored");
+        let segment = (!new.is_empty()).then(|| (start, new.to_vec()));
+        self.hasher.update(new);
+        self.len = journal.len() as u64;
+        let reference = FactJournal::Stored {
+            len: self.len,
+            blake3: *self.hasher.finalize().as_bytes(),
+        };
+        (reference, segment)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(segments: &[(u64, &[u8])]) -> Vec<Result<(u64, Vec<u8>), String>> {
+        let rows = segments.iter();
+        rows.map(|(start, bytes)| Ok((*start, encode_segment(bytes))))
+            .collect()
+    }
+
+    // Goal: a journal read back from its segments is the bytes written, to any length a
+    // checkpoint named, whether segments abut or overlap; a gap, a short journal or a damaged
+    // row is an error. The writer's references hash exactly the bytes before them.
+    #[test]
+    fn segments_assemble_to_the_journal_a_checkpoint_names() {
+        let journal = b"abcdefghij";
+        let mut written = FactsWritten::new();
+        let (first, segment) = written.advance(&journal[..4]);
+        assert_eq!(segment, Some((0, b"abcd".to_vec())));
+        assert_eq!(first, FactJournal::stored(b"abcd"));
+        let (same, none) = written.advance(&journal[..4]);
+        assert_eq!((same, none), (first, None));
+        let (second, segment) = written.advance(journal);
+        assert_eq!(segment, Some((4, b"efghij".to_vec())));
+        assert_eq!(second, FactJournal::stored(journal));
+        let (resumed, _) = FactsWritten::stored(&journal[..4]).advance(journal);
+        assert_eq!(resumed, second);
+
+        let abut = rows(&[(0, b"abcd"), (4, b"efghij")]);
+        for len in 0..=10 {
+            assert_eq!(
+                assemble(len, abut.clone()).unwrap(),
+                &journal[..len as usize]
+            );
+        }
+        let overlap = rows(&[(0, b"abcd"), (2, b"cdefg"), (4, b"efghij")]);
+        assert_eq!(assemble(10, overlap).unwrap(), journal);
+        assert_eq!(
+            assemble(10, rows(&[(0, b"abc"), (4, b"efghij")])).unwrap_err(),
+            "the fact segments leave a gap at offset 3 (the next starts at 4)"
+        );
+        assert_eq!(
+            assemble(11, abut.clone()).unwrap_err(),
+            "the fact segments end at offset 10 before the checkpoint's 11"
+        );
+        let mut damaged = abut;
+        if let Ok((_, value)) = &mut damaged[1] {
+            value[5] ^= 1;
+        }
+        assert_eq!(assemble(4, damaged.clone()).unwrap(), b"abcd");
+        assert_eq!(
+            assemble(5, damaged).unwrap_err(),
+            "a fact segment fails its checksum (at offset 4)"
+        );
+        assert!(decode_segment(b"abc").is_err());
+    }
+}
