@@ -72,11 +72,12 @@ pub(crate) fn assemble<E: std::fmt::Display>(
 }
 
 /// A session's fact journal as its writer has stored it: the length written, and the running
-/// hash of those bytes.
+/// hash of those bytes (computed from the fold's journal when first needed, so that opening a
+/// session does not hash a journal it may never write to).
 #[derive(Debug, Clone)]
 pub(crate) struct FactsWritten {
     len: u64,
-    hasher: blake3::Hasher,
+    hasher: Option<blake3::Hasher>,
 }
 
 impl FactsWritten {
@@ -85,17 +86,15 @@ impl FactsWritten {
     pub(crate) fn new() -> FactsWritten {
         FactsWritten {
             len: 0,
-            hasher: blake3::Hasher::new(),
+            hasher: Some(blake3::Hasher::new()),
         }
     }
 
     /// `journal` is stored (the journal a checkpoint named, as a resume read it).
     pub(crate) fn stored(journal: &[u8]) -> FactsWritten {
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(journal);
         FactsWritten {
             len: journal.len() as u64,
-            hasher,
+            hasher: None,
         }
     }
 
@@ -109,11 +108,16 @@ impl FactsWritten {
             .and_then(|start| journal.get(start..))
             .expect("a fold's journal only grows past what its writer stored");
         let segment = (!new.is_empty()).then(|| (start, new.to_vec()));
-        self.hasher.update(new);
+        let hasher = self.hasher.get_or_insert_with(|| {
+            let mut hasher = blake3::Hasher::new();
+            hasher.update(&journal[..journal.len() - new.len()]);
+            hasher
+        });
+        hasher.update(new);
         self.len = journal.len() as u64;
         let reference = FactJournal::Stored {
             len: self.len,
-            blake3: *self.hasher.finalize().as_bytes(),
+            blake3: *hasher.finalize().as_bytes(),
         };
         (reference, segment)
     }

@@ -426,6 +426,21 @@ impl Relations {
     /// before it and every seq against `next_seq`; the sets must be empty.
     fn replay(&mut self, journal: &[u8], next_seq: u64) -> Result<(), String> {
         let older = |seq: u64, last: Option<&u64>| last.is_none_or(|l| *l < seq) && seq < next_seq;
+        // Size the sets once (the journal is read twice, but no set is rehashed as it grows).
+        let (mut retries, mut firsts, mut humans, mut command_seqs) = (0, 0, 0, 0);
+        for fact in Facts::new(journal) {
+            match fact? {
+                Fact::Retry { retry: 1, .. } => (retries, firsts) = (retries + 1, firsts + 1),
+                Fact::Retry { .. } => retries += 1,
+                Fact::HumanUser { .. } => humans += 1,
+                Fact::CommandRun { .. } | Fact::CommandDone { .. } => command_seqs += 1,
+                Fact::RetryStarted { .. } | Fact::Header { .. } => {}
+            }
+        }
+        self.retry_ids.reserve(firsts);
+        self.scheduled.reserve(retries);
+        self.human_users.reserve_exact(humans);
+        self.command_seqs.reserve_exact(command_seqs);
         for fact in Facts::new(journal) {
             match fact? {
                 Fact::Retry {
@@ -438,7 +453,7 @@ impl Relations {
                     // A chain's first attempt takes a new id; each later one follows the
                     // attempt before it, in the same turn and step.
                     let follows = match retry.checked_sub(1) {
-                        Some(0) => !self.retry_ids.contains(&id),
+                        Some(0) => self.retry_ids.insert(id.clone()),
                         Some(before) => self
                             .scheduled
                             .get(&(id.clone(), before))
@@ -450,7 +465,6 @@ impl Relations {
                             "scheduled retry {retry} of {retry_id:?} is not of one recorded chain"
                         ));
                     }
-                    self.retry_ids.insert(id.clone());
                     let entry = Scheduled {
                         turn,
                         step,
