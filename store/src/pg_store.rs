@@ -29,7 +29,7 @@ use sessionlog_format::record::{self, ChainHash};
 use sessionlog_format::relations::Identity;
 use sessionlog_format::{Event, SessionHeader};
 
-use crate::embedded::backend::{decode_checkpoint, encode_checkpoint, is_stale_checkpoint};
+use crate::embedded::backend::{decode_checkpoint, encode_checkpoint, stored_checkpoint};
 use crate::embedded::{
     admit_expected, AppendAck, AppendRequest, Head, StoreError, BATCH_EVENTS_MAX,
     CHECKPOINT_INTERVAL_EVENTS,
@@ -971,11 +971,8 @@ impl LogStore for PgStore {
             return Ok(None);
         };
         let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
-        if is_stale_checkpoint(&bytes) {
-            return Ok(None);
-        }
         let journal = |len| read_journal(&mut client, session, len);
-        Ok(Some(decode_checkpoint(&bytes, journal)))
+        Ok(stored_checkpoint(&bytes, journal))
     }
 
     fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {

@@ -7,7 +7,7 @@ use sessionlog_format::{binary, Event, SessionHeader};
 use super::blocks::{Records, BLOCKS};
 pub(crate) use super::session::is_stale_checkpoint;
 use super::session::{decode_checkpoint_body, read_journal, session_record};
-use super::tables::{self, CheckpointRecord, CHECKPOINTS, EVENTS};
+use super::tables::{self, CheckpointRecord, EVENTS};
 use super::verify::SessionReport;
 use super::{guard, AppendAck, AppendRequest, DamagedFrame, Head, Store, StoreError};
 use crate::facts::FactsWritten;
@@ -110,15 +110,7 @@ impl LogStore for Store {
         guard("reading a checkpoint", || {
             let txn = self.read_txn()?;
             let record = session_record(&txn, session)?;
-            let checkpoints = txn.open_table(CHECKPOINTS).map_err(storage)?;
-            let Some(bytes) = checkpoints.get(record.key).map_err(storage)? else {
-                return Ok(None);
-            };
-            if is_stale_checkpoint(bytes.value()) {
-                return Ok(None);
-            }
-            let journal = |len| read_journal(&txn, record.key, len);
-            Ok(Some(decode_checkpoint(bytes.value(), journal)))
+            super::verify::read_checkpoint(&txn, record.key)
         })
     }
 
@@ -217,6 +209,16 @@ pub(crate) fn encode_checkpoint(
         body,
     };
     Ok((tables::encode_checkpoint(&record), segment))
+}
+
+/// A session's latest checkpoint record as the readers and `verify` see it: `None` for one of
+/// another checkpoint version (an older build's derived data, passed over), else the record
+/// decoded by [`decode_checkpoint`].
+pub(crate) fn stored_checkpoint(
+    bytes: &[u8],
+    journal: impl FnOnce(u64) -> Result<Vec<u8>, String>,
+) -> Option<StoredCheckpoint> {
+    (!is_stale_checkpoint(bytes)).then(|| decode_checkpoint(bytes, journal))
 }
 
 /// Decodes a checkpoint record into `(next_seq, chain, checkpoint)`, its fact journal read

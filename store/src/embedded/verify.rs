@@ -16,8 +16,7 @@ use sessionlog_format::record::{self, ChainHash, RecordError};
 
 use super::blocks::{self, BLOCKS};
 use super::session::{
-    context_of, decode_checkpoint_body, decode_checkpoint_raw, is_stale_checkpoint, read_journal,
-    stored_session_record,
+    context_of, decode_checkpoint_raw, is_stale_checkpoint, read_journal, stored_session_record,
 };
 use super::tables::{self, CHECKPOINTS, EVENTS, FACT_SEGMENTS, KEPT_CHECKPOINTS, SESSIONS};
 use super::{DamagedFrame, Store, StoreError};
@@ -387,7 +386,9 @@ pub(crate) fn read_kept_checkpoint_seqs(
     Ok(out)
 }
 
-fn read_checkpoint(
+/// The session's latest checkpoint, its journal read from its fact segments (see
+/// [`super::backend::stored_checkpoint`]).
+pub(crate) fn read_checkpoint(
     txn: &ReadTransaction,
     key: u64,
 ) -> Result<Option<StoredCheckpoint>, StoreError> {
@@ -400,13 +401,8 @@ fn read_checkpoint(
     else {
         return Ok(None);
     };
-    if is_stale_checkpoint(bytes.value()) {
-        return Ok(None);
-    }
     let journal = |len| read_journal(txn, key, len);
-    Ok(Some(
-        decode_checkpoint_body(bytes.value(), journal).map(|(r, c)| (r.next_seq, r.chain, c)),
-    ))
+    Ok(super::backend::stored_checkpoint(bytes.value(), journal))
 }
 
 /// One session's walk: every record in seq order through [`Walk::record`], then
