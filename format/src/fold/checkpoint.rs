@@ -160,7 +160,8 @@ impl SessionFold {
     }
 
     /// Resumes a fold from `checkpoint` with the default projection registry. `live_events`
-    /// supplies the event of each live node by seq.
+    /// supplies the event of each live node by seq; it is asked once per node, in ascending
+    /// seq order.
     pub fn resume(
         ctx: RuleContext,
         checkpoint: FoldCheckpoint,
@@ -182,16 +183,27 @@ impl SessionFold {
     ) -> Result<SessionFold, ResumeError> {
         check_identity(&checkpoint, options.ctx)?;
         let inconsistent = |reason: String| ResumeError::Inconsistent { reason };
-        let mut live = SeqMap::with_capacity_and_hasher(checkpoint.nodes.len(), Default::default());
+        // The events are fetched in ascending seq order, whatever the surface order (a
+        // summary sits before the older nodes it kept): a reader that decodes a block of
+        // records at a time then decodes each block once.
+        let mut seqs: Vec<u64> = checkpoint.nodes.iter().map(|n| n.seq).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        let mut live = SeqMap::with_capacity_and_hasher(seqs.len(), Default::default());
+        for seq in seqs {
+            let event = live_events(seq).ok_or(ResumeError::MissingEvent { seq })?;
+            if event.seq != seq {
+                return Err(ResumeError::EventMismatch { seq });
+            }
+            live.insert(seq, event);
+        }
         let mut nodes = Vec::with_capacity(checkpoint.nodes.len());
         for stored in checkpoint.nodes {
             let seq = stored.seq;
             let node = node_of(stored)?;
-            let event = live_events(seq).ok_or(ResumeError::MissingEvent { seq })?;
-            if event.seq != seq || Node::of(&event).as_ref() != Some(&node) {
+            if live.get(&seq).and_then(|event| Node::of(event)).as_ref() != Some(&node) {
                 return Err(ResumeError::EventMismatch { seq });
             }
-            live.insert(seq, event);
             nodes.push(node);
         }
         let surface = Surface::from_nodes(nodes, checkpoint.replace_generation)

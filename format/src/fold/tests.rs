@@ -616,9 +616,18 @@ fn round_trip(fold: &SessionFold, events: &[Arc<Event>]) -> SessionFold {
     let text = serde_json::to_string(&fold.checkpoint()).unwrap();
     let checkpoint: FoldCheckpoint = serde_json::from_str(&text).unwrap();
     assert_eq!(checkpoint, fold.checkpoint());
-    let live_events = |seq: u64| events.get(seq as usize).cloned();
+    // The live events are asked for once each, in ascending seq order, whatever the surface
+    // order (a reader of blocks then decodes each block once).
+    let mut asked = Vec::new();
+    let live_events = |seq: u64| {
+        asked.push(seq);
+        events.get(seq as usize).cloned()
+    };
     let resumed = SessionFold::resume(V3, checkpoint, live_events).unwrap();
     assert!(resumed == *fold);
+    let mut ascending: Vec<u64> = fold.checkpoint().nodes.iter().map(|n| n.seq).collect();
+    ascending.sort_unstable();
+    assert_eq!(asked, ascending);
     resumed
 }
 
