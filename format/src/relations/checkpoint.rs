@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::facts::{Fact, Facts};
 use super::{
-    Chain, ChainKey, Compaction, Crossing, Extensions, Ptc, PtcOpen, Relations, Scalars, Scheduled,
-    Tool,
+    Attempts, Chain, ChainKey, Compaction, Crossing, Extensions, Ptc, PtcOpen, Relations, Scalars,
+    Scheduled, Tool,
 };
 use crate::rules::RuleContext;
 
@@ -409,10 +409,16 @@ impl Relations {
         }
         // A checkpoint written before the validator pruned its chains holds dead ones.
         relations.prune_chains();
+        // A live chain's attempts are exactly its id's, the last one its last.
         let recorded = |(key, chain): (&ChainKey, &Chain)| {
-            let attempt = (chain.retry_id.clone(), chain.last_retry);
-            let scheduled = relations.scheduled.get(&attempt);
-            scheduled.is_some_and(|s| (s.turn, s.step) == (key.turn, key.step))
+            relations
+                .retries
+                .get(&chain.retry_id)
+                .is_some_and(|attempts| {
+                    let last = attempts.last();
+                    attempts.last_retry() == chain.last_retry
+                        && (last.turn, last.step) == (key.turn, key.step)
+                })
         };
         if !relations.chains.iter().all(recorded) {
             return Err("a retry chain's last attempt is not scheduled".to_owned());
@@ -427,18 +433,17 @@ impl Relations {
     fn replay(&mut self, journal: &[u8], next_seq: u64) -> Result<(), String> {
         let older = |seq: u64, last: Option<&u64>| last.is_none_or(|l| *l < seq) && seq < next_seq;
         // Size the sets once (the journal is read twice, but no set is rehashed as it grows).
-        let (mut retries, mut firsts, mut humans, mut command_seqs) = (0, 0, 0, 0);
+        let (mut firsts, mut humans, mut command_seqs) = (0, 0, 0);
         for fact in Facts::new(journal) {
             match fact? {
-                Fact::Retry { retry: 1, .. } => (retries, firsts) = (retries + 1, firsts + 1),
-                Fact::Retry { .. } => retries += 1,
+                Fact::Retry { retry: 1, .. } => firsts += 1,
+                Fact::Retry { .. } => {}
                 Fact::HumanUser { .. } => humans += 1,
                 Fact::CommandRun { .. } | Fact::CommandDone { .. } => command_seqs += 1,
                 Fact::RetryStarted { .. } | Fact::Header { .. } => {}
             }
         }
-        self.retry_ids.reserve(firsts);
-        self.scheduled.reserve(retries);
+        self.retries.reserve(firsts);
         self.human_users.reserve_exact(humans);
         self.command_seqs.reserve_exact(command_seqs);
         for fact in Facts::new(journal) {
@@ -449,32 +454,36 @@ impl Relations {
                     turn,
                     step,
                 } => {
-                    let id: Box<str> = retry_id.into();
+                    let entry = Scheduled {
+                        turn,
+                        step,
+                        started: false,
+                    };
                     // A chain's first attempt takes a new id; each later one follows the
-                    // attempt before it, in the same turn and step.
-                    let follows = match retry.checked_sub(1) {
-                        Some(0) => self.retry_ids.insert(id.clone()),
-                        Some(before) => self
-                            .scheduled
-                            .get(&(id.clone(), before))
-                            .is_some_and(|s| (s.turn, s.step) == (turn, step)),
-                        None => false,
+                    // id's last attempt, in the same turn and step.
+                    let follows = match (retry, self.retries.get_mut(retry_id)) {
+                        (1, None) => {
+                            self.retries.insert(retry_id.into(), Attempts::new(entry));
+                            true
+                        }
+                        (_, Some(attempts))
+                            if attempts.last_retry().checked_add(1) == Some(retry)
+                                && (attempts.last().turn, attempts.last().step) == (turn, step) =>
+                        {
+                            attempts.later.push(entry);
+                            true
+                        }
+                        _ => false,
                     };
                     if !follows {
                         return Err(format!(
                             "scheduled retry {retry} of {retry_id:?} is not of one recorded chain"
                         ));
                     }
-                    let entry = Scheduled {
-                        turn,
-                        step,
-                        started: false,
-                    };
-                    self.scheduled.insert((id, retry), entry);
                 }
                 Fact::RetryStarted { retry_id, retry } => {
-                    let key = (Box::from(retry_id), retry);
-                    match self.scheduled.get_mut(&key) {
+                    let attempts = self.retries.get_mut(retry_id);
+                    match attempts.and_then(|a| a.get_mut(retry)) {
                         Some(s) if !s.started => s.started = true,
                         _ => {
                             return Err(format!(

@@ -89,8 +89,8 @@ pub struct Relations {
     tool_idx: HashMap<Box<str>, usize>,
     compaction: Option<Box<Compaction>>,
     chains: HashMap<ChainKey, Chain>,
-    retry_ids: HashSet<Box<str>>,
-    scheduled: HashMap<(Box<str>, u64), Scheduled>,
+    /// Every retry id of the log with its scheduled attempts (one chain per id).
+    retries: HashMap<Box<str>, Attempts>,
     commands: HashSet<Box<str>>,
     /// Seqs of `command/run` and `command/done` events, ascending.
     command_seqs: Vec<u64>,
@@ -105,7 +105,7 @@ pub struct Relations {
     /// V4: the `childId`s of the catalog facts since the last inherited end-seed (or the
     /// start of an unseeded log): each child is listed once.
     catalog_children: HashSet<Box<str>>,
-    /// The whole-log facts behind `retry_ids`, `scheduled`, `commands`, `command_seqs`,
+    /// The whole-log facts behind `retries`, `commands`, `command_seqs`,
     /// `human_users` and `headers`, journaled in commit order (see [`facts`]): what a
     /// checkpoint carries of those sets.
     journal: Vec<u8>,
@@ -192,6 +192,50 @@ struct Scheduled {
     started: bool,
 }
 
+/// The scheduled attempts of one retry id, `retry` 1, 2, ... in order: a chain's first
+/// attempt takes a new id and each later one follows the one before (the retry number rule),
+/// so one id's attempts are exactly its chain's. The first is held inline, so a chain of one
+/// attempt (the usual one) costs no allocation beyond its id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Attempts {
+    first: Scheduled,
+    later: Vec<Scheduled>,
+}
+
+impl Attempts {
+    fn new(first: Scheduled) -> Attempts {
+        Attempts {
+            first,
+            later: Vec::new(),
+        }
+    }
+
+    /// The number of the last attempt.
+    fn last_retry(&self) -> u64 {
+        1 + self.later.len() as u64
+    }
+
+    fn last(&self) -> &Scheduled {
+        self.later.last().unwrap_or(&self.first)
+    }
+
+    fn get(&self, retry: u64) -> Option<&Scheduled> {
+        match retry {
+            0 => None,
+            1 => Some(&self.first),
+            n => self.later.get(usize::try_from(n - 2).ok()?),
+        }
+    }
+
+    fn get_mut(&mut self, retry: u64) -> Option<&mut Scheduled> {
+        match retry {
+            0 => None,
+            1 => Some(&mut self.first),
+            n => self.later.get_mut(usize::try_from(n - 2).ok()?),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 struct Ptc {
     root: Box<str>,
@@ -238,11 +282,11 @@ enum Change {
     /// The compaction slot held this before.
     Compaction(Option<Box<Compaction>>),
     Summarized,
+    /// An attempt scheduled: the last of `retry_id`'s.
     Retry {
         chain: ChainKey,
         previous: Option<Chain>,
-        new_id: Option<Box<str>>,
-        scheduled: (Box<str>, u64),
+        retry_id: Box<str>,
     },
     RetryStarted((Box<str>, u64)),
     CommandRun(Box<str>),
@@ -341,21 +385,25 @@ impl Relations {
             Change::Retry {
                 chain,
                 previous,
-                new_id,
-                scheduled,
+                retry_id,
             } => {
                 match previous {
                     Some(previous) => self.chains.insert(chain, previous),
                     None => self.chains.remove(&chain),
                 };
-                if let Some(id) = new_id {
-                    self.retry_ids.remove(&id);
+                match self.retries.get_mut(&retry_id) {
+                    Some(attempts) if !attempts.later.is_empty() => {
+                        attempts.later.pop();
+                    }
+                    _ => {
+                        self.retries.remove(&retry_id);
+                    }
                 }
-                self.scheduled.remove(&scheduled);
             }
-            Change::RetryStarted(key) => {
-                let scheduled = self.scheduled.get_mut(&key).expect("a started retry");
-                scheduled.started = false;
+            Change::RetryStarted((retry_id, retry)) => {
+                let attempts = self.retries.get_mut(&retry_id);
+                let scheduled = attempts.and_then(|a| a.get_mut(retry));
+                scheduled.expect("a started retry").started = false;
             }
             Change::CommandRun(id) => {
                 self.commands.remove(&id);
@@ -385,7 +433,7 @@ impl Relations {
     /// Drops the retry chains no later `llm/retry` can extend, returning them: a retry names
     /// the open turn and its current step (see [`retry_step`]), and both only move forward
     /// (a `turn/start` opens `next_turn`, a `step/start` opens `next_step`), so a chain of
-    /// any other turn and step is never looked up again. The retry ids and scheduled
+    /// any other turn and step is never looked up again. The retry ids and their scheduled
     /// attempts stay: their rules reach back across the whole log.
     fn prune_chains(&mut self) -> Vec<(ChainKey, Chain)> {
         let live = retry_step(&self.s);

@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 
 use super::facts::{self, Fact};
 use super::{
-    retry_step, Chain, ChainKey, Change, Compaction, Crossing, Ptc, PtcOpen, Relations, Scheduled,
-    Tool, Undo,
+    retry_step, Attempts, Chain, ChainKey, Change, Compaction, Crossing, Ptc, PtcOpen, Relations,
+    Scheduled, Tool, Undo,
 };
 use crate::error::{Rule, Violation};
 use crate::event::{Event, EventData, EventType, SurfaceOp};
@@ -361,15 +361,12 @@ impl Relations {
             }
             (T::LlmRetry, EventData::Other(data)) => self.apply_retry(data),
             (T::LlmRetryStarted, EventData::Other(data)) => {
-                let key = scheduled_key(data).expect("a checked start pairs");
-                let scheduled = self.scheduled.get_mut(&key).expect("a checked start pairs");
-                scheduled.started = true;
-                let fact = Fact::RetryStarted {
-                    retry_id: &key.0,
-                    retry: key.1,
-                };
-                facts::push(&mut self.journal, &fact);
-                Change::RetryStarted(key)
+                let (retry_id, retry) = scheduled_key(data).expect("a checked start pairs");
+                let attempts = self.retries.get_mut(retry_id);
+                let scheduled = attempts.and_then(|a| a.get_mut(retry));
+                scheduled.expect("a checked start pairs").started = true;
+                facts::push(&mut self.journal, &Fact::RetryStarted { retry_id, retry });
+                Change::RetryStarted((retry_id.into(), retry))
             }
             (T::CommandRun, EventData::Other(data)) => {
                 let id: Box<str> = str_member(data, "commandId").into();
@@ -786,7 +783,7 @@ impl Relations {
                 Rule::RetryIdChanged,
                 "llm/retry must preserve retryId across one policy chain",
             ),
-            None if self.retry_ids.contains(retry_id) => {
+            None if self.retries.contains_key(retry_id) => {
                 let json = Value::String(retry_id.to_owned());
                 fail(
                     Rule::RetryIdReused,
@@ -806,15 +803,10 @@ impl Relations {
             retry_id: retry_id.clone(),
         };
         let previous = self.chains.insert(chain.clone(), next);
-        let new_id = self
-            .retry_ids
-            .insert(retry_id.clone())
-            .then(|| retry_id.clone());
-        let scheduled = (retry_id, retry);
         let turn = data.get("turn").and_then(Value::as_u64).expect("checked");
         let step = data.get("step").and_then(Value::as_u64).expect("checked");
         let fact = Fact::Retry {
-            retry_id: &scheduled.0,
+            retry_id: &retry_id,
             retry,
             turn,
             step,
@@ -825,21 +817,28 @@ impl Relations {
             step,
             started: false,
         };
-        let inserted = self.scheduled.insert(scheduled.clone(), entry);
-        assert!(
-            inserted.is_none(),
-            "a (retryId, retry) pair is scheduled once"
-        );
+        // The checked number is the chain's next, and the chain's attempts are its id's.
+        match self.retries.get_mut(&retry_id) {
+            Some(attempts) => {
+                assert_eq!(attempts.last_retry() + 1, retry, "an id's attempts follow");
+                attempts.later.push(entry);
+            }
+            None => {
+                assert_eq!(retry, 1, "a new id starts its chain");
+                self.retries.insert(retry_id.clone(), Attempts::new(entry));
+            }
+        }
         Change::Retry {
             chain,
             previous,
-            new_id,
-            scheduled,
+            retry_id,
         }
     }
 
     fn check_retry_started(&self, data: &Value) -> Checked {
-        let Some(scheduled) = scheduled_key(data).and_then(|key| self.scheduled.get(&key)) else {
+        let attempt = scheduled_key(data)
+            .and_then(|(retry_id, retry)| self.retries.get(retry_id)?.get(retry));
+        let Some(scheduled) = attempt else {
             return fail(
                 Rule::RetryStartedUnpaired,
                 "llm/retry-started pairs no prior scheduled attempt",
@@ -1143,10 +1142,10 @@ fn chain_key(data: &Value) -> Result<ChainKey, Violation> {
     })
 }
 
-fn scheduled_key(data: &Value) -> Option<(Box<str>, u64)> {
+fn scheduled_key(data: &Value) -> Option<(&str, u64)> {
     let retry_id = data.get("retryId").and_then(Value::as_str)?;
     let retry = data.get("retry").and_then(Value::as_u64)?;
-    Some((retry_id.into(), retry))
+    Some((retry_id, retry))
 }
 
 /// A string member the rules compare; a missing or non-string one is a payload fault.

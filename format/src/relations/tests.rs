@@ -876,6 +876,8 @@ fn refused_batch_restores_the_state() {
         not_started(1, 1, "c2", "interrupted-tool-result-c2-9"),
         retry("r0", 1, 1, "k", 2),
         retry_started("r0", 1, 1, 2),
+        retry("r9", 1, 1, "k9", 1),
+        retry_started("r9", 1, 1, 1),
         command_run("c1"),
         command_done("c1", "success", Some(40)),
         user_message("v", "user"),
@@ -894,11 +896,14 @@ fn refused_batch_restores_the_state() {
         admission.admit(event).unwrap();
     }
     let before = admission.relations().checkpoint();
+    let state = admission.relations().clone();
     // The turn/end drops the live chain; the undo brings it back.
     assert_eq!(before.chains.len(), 1);
     let (idx, _) = admission.admit_batch(tail).unwrap_err();
     assert_eq!(idx, batch.len() - 1);
     assert_eq!(admission.relations().checkpoint(), before);
+    // The in-memory sets too (a checkpoint holds their journal, not the sets).
+    assert!(*admission.relations() == state);
     // The batch without its last event is admitted, and resumes from its checkpoint.
     admission.admit_batch(&tail[..tail.len() - 1]).unwrap();
     let cp = admission.relations().checkpoint();
@@ -1078,6 +1083,33 @@ fn a_resume_refuses_a_journal_that_could_not_have_been_written() {
                 retry: 1,
             }],
             "retry start 1 of \"r1\" pairs no unstarted attempt",
+        ),
+        // The live chain ends at retry 1, so its id can have no later attempt: the next
+        // `llm/retry` of the chain would take retry 2 again.
+        (
+            vec![
+                scheduled.clone(),
+                Fact::Retry {
+                    retry_id: "r1",
+                    retry: 2,
+                    turn: 1,
+                    step: 1,
+                },
+            ],
+            "a retry chain's last attempt is not scheduled",
+        ),
+        // A later attempt keeps its chain's turn and step.
+        (
+            vec![
+                scheduled.clone(),
+                Fact::Retry {
+                    retry_id: "r1",
+                    retry: 2,
+                    turn: 1,
+                    step: 2,
+                },
+            ],
+            "scheduled retry 2 of \"r1\" is not of one recorded chain",
         ),
         (
             vec![Fact::HumanUser { seq: next_seq }],
