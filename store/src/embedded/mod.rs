@@ -908,15 +908,7 @@ impl Store {
         state.written = true;
         let next_seq = state.fold.admission().next_seq();
         if next_seq >= state.checkpoint_next_seq + CHECKPOINT_INTERVAL_EVENTS {
-            let (bytes, segment) = state.encode_checkpoint()?;
-            if let Some((start, journal_bytes)) = segment {
-                group.fact_segment(state.key, start, &journal_bytes);
-            }
-            if crate::types::keeps_checkpoint(state.checkpoint_next_seq, next_seq) {
-                group.kept_checkpoint(state.key, next_seq, bytes.clone());
-            }
-            group.checkpoint(state.key, bytes);
-            state.checkpoint_next_seq = next_seq;
+            state.stage_checkpoint(group)?;
         }
         if state.pending.take_due() {
             hints.push(Hint {
@@ -1051,20 +1043,31 @@ impl Drop for Store {
         if let Some(gate) = &self.gate {
             let _ = gate.lock_within(gate::Mode::Exclusive, gate::CLOSE_WAIT);
         }
-        // What the sealer had not reached yet, and the tail of every session written since the
-        // open (when it is worth a block): a closed store holds its records compressed.
-        // Sessions only read are left as they are.
+        // Every session written since the open is checkpointed at its head, so that the next
+        // open folds no tail; then what the sealer had not reached yet, and the tail of every
+        // such session (when it is worth a block), is sealed: a closed store holds its records
+        // compressed. Sessions only read are left as they are.
+        let mut checkpoints = StagedGroup::default();
         let written: Vec<Hint> = lock(&self.sessions)
             .iter()
             .filter_map(|(session, state)| {
-                let state = lock(state);
-                state.written.then(|| Hint {
+                let mut state = lock(state);
+                if !state.written {
+                    return None;
+                }
+                if state.fold.admission().next_seq() > state.checkpoint_next_seq {
+                    // A checkpoint that cannot be encoded is only not written: the next open
+                    // folds the tail, as it would after a crash.
+                    let _ = state.stage_checkpoint(&mut checkpoints);
+                }
+                Some(Hint {
                     key: state.key,
                     session: session.clone(),
                     genesis: record::genesis_chain(&state.header),
                 })
             })
             .collect();
+        self.staged.push(checkpoints);
         for hint in &written {
             let sealed = guard("sealing", || {
                 let tail_min = Some(sealer::TAIL_SEAL_BYTES_MIN);

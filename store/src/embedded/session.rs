@@ -157,6 +157,26 @@ impl SessionState {
         Ok(state)
     }
 
+    /// Stages the checkpoint of the state as it is now into `group`: the latest one, with the
+    /// fact segment it names, and a kept one too when it is the first at or past a kept
+    /// boundary. Its records are acknowledged already (they are in the WAL or in redb).
+    pub(crate) fn stage_checkpoint(
+        &mut self,
+        group: &mut super::staged::StagedGroup,
+    ) -> Result<(), StoreError> {
+        let next_seq = self.fold.admission().next_seq();
+        let (bytes, segment) = self.encode_checkpoint()?;
+        if let Some((start, journal_bytes)) = segment {
+            group.fact_segment(self.key, start, &journal_bytes);
+        }
+        if crate::types::keeps_checkpoint(self.checkpoint_next_seq, next_seq) {
+            group.kept_checkpoint(self.key, next_seq, bytes.clone());
+        }
+        group.checkpoint(self.key, bytes);
+        self.checkpoint_next_seq = next_seq;
+        Ok(())
+    }
+
     /// Encodes the fold checkpoint record for the state as it is now, with the fact segment
     /// `(start, bytes)` to store beside it (none when the journal did not grow).
     pub(crate) fn encode_checkpoint(
