@@ -461,9 +461,9 @@ fn latest_checkpoint_seq(store: &Store, id: &str) -> u64 {
 #[test]
 fn a_clean_close_checkpoints_each_written_session_at_its_head() {
     let (dir, header, mut events, rest) = redb_session(12);
-    assert!(
+    const _: () = assert!(
         N_EVENTS % CHECKPOINT_INTERVAL_EVENTS > 512,
-        "a tail past the interval"
+        "a tail to checkpoint"
     );
     let store = Store::open_read_only(&store_path(&dir)).unwrap();
     assert_eq!(latest_checkpoint_seq(&store, &header.id), N_EVENTS);
