@@ -617,13 +617,13 @@ impl PgStore {
         }) = checkpoint
         {
             if let Some((start, value)) = segment {
-                if start == 0 {
-                    // A journal written from its start replaces whatever the session had.
-                    txn.execute(
-                        "DELETE FROM sessionlog_fact_segments WHERE session_id = $1",
-                        &[&session],
-                    )?;
-                }
+                // A segment replaces the session's segments from its start on (a merged run,
+                // or the journal written again from offset 0 by a writer that refolded).
+                txn.execute(
+                    "DELETE FROM sessionlog_fact_segments \
+                     WHERE session_id = $1 AND start_offset >= $2",
+                    &[&session, &to_sql_seq(start)],
+                )?;
                 txn.execute(
                     "INSERT INTO sessionlog_fact_segments (session_id, start_offset, segment) \
                      VALUES ($1, $2, $3) ON CONFLICT (session_id, start_offset) \

@@ -57,7 +57,7 @@ impl StagedGroup {
     }
 
     /// A fact segment of session `key` starting at journal offset `start`, stored with the
-    /// checkpoint that names it; one at offset 0 replaces every segment the session had.
+    /// checkpoint that names it; it replaces the session's segments from `start` on.
     pub(crate) fn fact_segment(&mut self, key: u64, start: u64, journal_bytes: &[u8]) {
         let value = crate::facts::encode_segment(journal_bytes);
         self.segments.push((key, start, value));
@@ -240,12 +240,11 @@ fn insert(db: &Database, tail: &Tail) -> Result<(), StoreError> {
         }
         let mut segments = txn.open_table(FACT_SEGMENTS).map_err(StoreError::storage)?;
         for (key, start, value) in &tail.segments {
-            if *start == 0 {
-                // A journal written from its start replaces whatever the session had.
-                segments
-                    .retain_in((*key, 0)..=(*key, u64::MAX), |_, _| false)
-                    .map_err(StoreError::storage)?;
-            }
+            // A segment replaces the session's segments from its start on (a merged run, or
+            // the journal written again from offset 0 by a writer that refolded).
+            segments
+                .retain_in((*key, *start)..=(*key, u64::MAX), |_, _| false)
+                .map_err(StoreError::storage)?;
             segments
                 .insert((*key, *start), value.as_slice())
                 .map_err(StoreError::storage)?;
