@@ -92,6 +92,11 @@ impl Admission {
         &self.relations
     }
 
+    /// The relationship validator's state, to replay a deferred resume's fact journal.
+    pub fn relations_mut(&mut self) -> &mut Relations {
+        &mut self.relations
+    }
+
     /// Sets the relationship extensions (the V1 -> V2 edge's legacy restart); only before the
     /// first event.
     pub fn set_extensions(&mut self, ext: Extensions) {

@@ -174,12 +174,45 @@ impl SessionFold {
         SessionFold::resume_with(options, checkpoint, live_events)
     }
 
+    /// [`SessionFold::resume`] that leaves the relationship validator's fact journal to be
+    /// replayed when the fold next admits an event ([`SessionFold::replay_relations`]): what
+    /// a session's cold open uses, so that an open that only reads does not rebuild the
+    /// whole-log sets. Until then the fold derives as a resumed one does, checkpoints the same
+    /// and compares equal to it (fold equality is the checkpointed state), but
+    /// [`SessionFold::check`] refuses every event.
+    pub fn resume_deferred(
+        ctx: RuleContext,
+        checkpoint: FoldCheckpoint,
+        live_events: impl FnMut(u64) -> Option<Arc<Event>>,
+    ) -> Result<SessionFold, ResumeError> {
+        let options = FoldOptions {
+            ctx,
+            projections: Projections::default(),
+        };
+        SessionFold::resume_parts(options, checkpoint, live_events, false)
+    }
+
     /// Resumes a fold from `checkpoint`, checking it against `options.ctx` and against the
     /// supplied events.
     pub fn resume_with(
         options: FoldOptions,
         checkpoint: FoldCheckpoint,
+        live_events: impl FnMut(u64) -> Option<Arc<Event>>,
+    ) -> Result<SessionFold, ResumeError> {
+        SessionFold::resume_parts(options, checkpoint, live_events, true)
+    }
+
+    /// Replays the relationship validator's fact journal of a deferred resume (nothing to do
+    /// otherwise); an error means the checkpoint is unusable, and the fold refuses every event.
+    pub fn replay_relations(&mut self) -> Result<(), String> {
+        self.admission.relations_mut().replay_journal()
+    }
+
+    fn resume_parts(
+        options: FoldOptions,
+        checkpoint: FoldCheckpoint,
         mut live_events: impl FnMut(u64) -> Option<Arc<Event>>,
+        replay: bool,
     ) -> Result<SessionFold, ResumeError> {
         check_identity(&checkpoint, options.ctx)?;
         let inconsistent = |reason: String| ResumeError::Inconsistent { reason };
@@ -214,9 +247,13 @@ impl SessionFold {
             saw_surface: checkpoint.saw_surface,
             next_seq: checkpoint.next_seq,
         };
-        let relations =
-            Relations::from_checkpoint(options.ctx, checkpoint.relations, checkpoint.next_seq)
-                .map_err(inconsistent)?;
+        let resumed = if replay {
+            Relations::from_checkpoint
+        } else {
+            Relations::from_checkpoint_deferred
+        };
+        let relations = resumed(options.ctx, checkpoint.relations, checkpoint.next_seq)
+            .map_err(inconsistent)?;
         let admission = Admission::from_parts(options.ctx, surface, state, relations)
             .map_err(|v| inconsistent(v.message))?;
         if checkpoint.content_generation < checkpoint.replace_generation {

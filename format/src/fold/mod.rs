@@ -139,6 +139,8 @@ impl SessionFold {
 
     /// Checks and applies `event`.
     pub fn admit(&mut self, event: Arc<Event>) -> Result<(), Violation> {
+        // A deferred resume's journal is replayed first; when it cannot be, the check refuses.
+        let _unusable = self.replay_relations();
         let checked = self.check(&event)?;
         self.apply(event, checked);
         Ok(())
@@ -147,6 +149,8 @@ impl SessionFold {
     /// Admits a batch atomically: when an event is refused, the fold is exactly as it was
     /// before the batch, and the refused event's index is returned.
     pub fn admit_batch(&mut self, events: &[Arc<Event>]) -> Result<(), (usize, Violation)> {
+        // A deferred resume's journal is replayed first; when it cannot be, the check refuses.
+        let _unusable = self.replay_relations();
         let saved = self.admission.state();
         let mut undos = Vec::with_capacity(events.len());
         for (event_idx, event) in events.iter().enumerate() {

@@ -631,6 +631,53 @@ fn round_trip(fold: &SessionFold, events: &[Arc<Event>]) -> SessionFold {
     resumed
 }
 
+// Goal: a deferred resume derives and checkpoints as a full resume does without replaying
+// the fact journal (and so compares equal to it); it refuses to check an event until the
+// journal is replayed; admitting replays it, and it folds on identically; and a journal
+// that cannot be replayed leaves every event refused.
+// Method: a generated session with retries and titles, cut at 2,000 of 3,000 events.
+#[test]
+fn a_deferred_resume_replays_the_journal_when_it_first_admits() {
+    let events: Vec<Arc<Event>> = generated(3_000, 5).concat();
+    let (head, rest) = events.split_at(2_000);
+    let fold = fold_from_scratch(V3, head).unwrap();
+    let live_events = |seq: u64| events.get(seq as usize).cloned();
+    let full = SessionFold::resume(V3, fold.checkpoint(), live_events).unwrap();
+    let mut deferred = SessionFold::resume_deferred(V3, fold.checkpoint(), live_events).unwrap();
+    assert!(deferred.admission().relations().journal_unreplayed());
+    assert!(!fold.fact_journal().is_empty(), "a journal to defer");
+    assert_eq!(derived(&deferred), derived(&full));
+    assert_eq!(deferred.checkpoint(), full.checkpoint());
+    assert!(deferred == full, "fold equality is the checkpointed state");
+    let refused = deferred.check(&rest[0]).unwrap_err();
+    assert_eq!(
+        refused.message,
+        "the resumed checkpoint's fact journal is not replayed"
+    );
+    let mut whole = full.clone();
+    for event in rest {
+        deferred.admit(Arc::clone(event)).unwrap();
+        whole.admit(Arc::clone(event)).unwrap();
+    }
+    assert!(!deferred.admission().relations().journal_unreplayed());
+    assert!(deferred == whole);
+    assert!(whole == fold_from_scratch(V3, &events).unwrap());
+
+    // A journal one fact longer than any log could write: a human user message at next_seq.
+    let mut bad = fold.checkpoint();
+    let mut journal = bad.relations.facts.bytes().unwrap().to_vec();
+    journal.push(0x05);
+    crate::binary::varint::write_varint(&mut journal, 2_000);
+    bad.relations.facts = crate::relations::FactJournal::Bytes(journal);
+    assert!(SessionFold::resume(V3, bad.clone(), live_events).is_err());
+    let mut unusable = SessionFold::resume_deferred(V3, bad, live_events).unwrap();
+    let error = unusable.replay_relations().unwrap_err();
+    assert_eq!(error, "human user message 2000 is out of order");
+    assert!(unusable.admission().relations().journal_unreplayed());
+    let refused = unusable.admit(Arc::clone(&rest[0])).unwrap_err();
+    assert_eq!(refused.rule, Rule::Surface);
+}
+
 // Goal: resume refuses a checkpoint that does not match its context or the supplied events.
 // Method: spoil one part of a valid checkpoint per case.
 #[test]

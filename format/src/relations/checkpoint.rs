@@ -303,6 +303,21 @@ impl Relations {
         cp: RelationsCheckpoint,
         next_seq: u64,
     ) -> Result<Relations, String> {
+        let mut relations = Relations::from_checkpoint_deferred(ctx, cp, next_seq)?;
+        relations.replay_journal()?;
+        Ok(relations)
+    }
+
+    /// [`Relations::from_checkpoint`] without the replay of the fact journal into the
+    /// whole-log sets, and without the checks that need them: [`Relations::replay_journal`]
+    /// does both, and until it has, [`Relations::check`] refuses every event. The journal is
+    /// held as it is, so the state checkpoints the same. A cold open that only reads never
+    /// pays for the replay (it grows with the log: 4.4 MB at 10M events).
+    pub fn from_checkpoint_deferred(
+        ctx: RuleContext,
+        cp: RelationsCheckpoint,
+        next_seq: u64,
+    ) -> Result<Relations, String> {
         let mut relations = Relations::new(ctx);
         if !relations.enabled && cp != RelationsCheckpoint::default_for(false) {
             return Err(format!("format {} has no relationship state", ctx.version));
@@ -382,8 +397,8 @@ impl Relations {
         let FactJournal::Bytes(journal) = cp.facts else {
             return Err("the fact journal is stored elsewhere and was not read".to_owned());
         };
-        relations.replay(&journal, next_seq)?;
         relations.journal = journal;
+        relations.unreplayed = Some(next_seq);
         for (seq, id) in cp.forward_sources {
             if seq < next_seq {
                 return Err(format!(
@@ -409,21 +424,53 @@ impl Relations {
         }
         // A checkpoint written before the validator pruned its chains holds dead ones.
         relations.prune_chains();
-        // A live chain's attempts are exactly its id's, the last one its last.
-        let recorded = |(key, chain): (&ChainKey, &Chain)| {
-            relations
-                .retries
-                .get(&chain.retry_id)
-                .is_some_and(|attempts| {
-                    let last = attempts.last();
-                    attempts.last_retry() == chain.last_retry
-                        && (last.turn, last.step) == (key.turn, key.step)
-                })
+        Ok(relations)
+    }
+
+    /// Whether the fact journal of a deferred resume still waits for its replay.
+    pub fn journal_unreplayed(&self) -> bool {
+        self.unreplayed.is_some()
+    }
+
+    /// Replays the fact journal of a deferred resume into the whole-log sets, checking each
+    /// fact and the live retry chains against them; nothing to do otherwise. On an error the
+    /// sets stay empty and the journal unreplayed: the checkpoint is unusable.
+    pub fn replay_journal(&mut self) -> Result<(), String> {
+        let Some(next_seq) = self.unreplayed else {
+            return Ok(());
         };
-        if !relations.chains.iter().all(recorded) {
+        let journal = std::mem::take(&mut self.journal);
+        let replayed = self.replay(&journal, next_seq);
+        self.journal = journal;
+        if let Err(error) = replayed.and_then(|()| self.check_chains_recorded()) {
+            self.clear_whole_log_sets();
+            return Err(error);
+        }
+        self.unreplayed = None;
+        Ok(())
+    }
+
+    /// A live chain's attempts are exactly its id's, the last one its last.
+    fn check_chains_recorded(&self) -> Result<(), String> {
+        let recorded = |(key, chain): (&ChainKey, &Chain)| {
+            self.retries.get(&chain.retry_id).is_some_and(|attempts| {
+                let last = attempts.last();
+                attempts.last_retry() == chain.last_retry
+                    && (last.turn, last.step) == (key.turn, key.step)
+            })
+        };
+        if !self.chains.iter().all(recorded) {
             return Err("a retry chain's last attempt is not scheduled".to_owned());
         }
-        Ok(relations)
+        Ok(())
+    }
+
+    fn clear_whole_log_sets(&mut self) {
+        self.retries.clear();
+        self.commands.clear();
+        self.command_seqs.clear();
+        self.human_users.clear();
+        self.headers.clear();
     }
 }
 

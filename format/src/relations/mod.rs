@@ -109,6 +109,10 @@ pub struct Relations {
     /// `human_users` and `headers`, journaled in commit order (see [`facts`]): what a
     /// checkpoint carries of those sets.
     journal: Vec<u8>,
+    /// After a deferred resume ([`Relations::from_checkpoint_deferred`]), until
+    /// [`Relations::replay_journal`]: the resumed `next_seq`, with the whole-log sets empty and
+    /// `journal` not yet replayed into them.
+    unreplayed: Option<u64>,
 }
 
 /// The tools a V4 `request/header` defines, `(name, complete definition)` in list order;

@@ -38,6 +38,13 @@ impl Relations {
         if !self.enabled {
             return Ok(());
         }
+        if self.unreplayed.is_some() {
+            // Never decided against sets that are not there (see `replay_journal`).
+            return fail(
+                Rule::Surface,
+                "the resumed checkpoint's fact journal is not replayed",
+            );
+        }
         use EventType as T;
         match (&event.kind, &event.data) {
             (T::TurnStart, EventData::TurnStart(d)) => self.check_turn_start(d.turn),
@@ -197,6 +204,10 @@ impl Relations {
 
     /// Applies a checked event (or an opaque one, which only moves the previous-event mark).
     pub fn commit(&mut self, event: &Event, opaque: bool) -> Undo {
+        assert!(
+            !self.enabled || self.unreplayed.is_none(),
+            "commit follows a check, which refuses an unreplayed journal"
+        );
         let scalars = self.s;
         let journal_len = self.journal.len();
         let change = if self.enabled && !opaque {

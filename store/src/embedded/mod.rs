@@ -892,6 +892,15 @@ impl Store {
             Writer::Import => self.import_state(&session)?,
         };
         let mut state = lock(&state);
+        if state.fold.replay_relations().is_err() {
+            // The checkpoint the session resumed from is unusable after all (its fact journal
+            // does not replay): the session is folded from its records, as an open does with a
+            // damaged checkpoint. Nothing was appended since the load (an append replays first).
+            *state = guard("loading a session", || {
+                let txn = self.read_txn()?;
+                SessionState::load_from_records(&txn, &session)
+            })?;
+        }
         let batch = admit_expected(&mut state.fold, &session, expected_next_seq, batch)?;
         let mut chain = state.head_chain;
         for event in &batch {

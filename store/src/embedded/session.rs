@@ -102,7 +102,35 @@ impl SessionState {
 
     /// Loads a session (an interrupted import too: the caller decides who may use it):
     /// resume from its checkpoint when one is usable, then fold the rest.
+    /// The session's state at its head: resumed from its latest checkpoint with the
+    /// relationship validator's fact journal left unreplayed (a cold open that only reads never
+    /// replays it; the first event the fold admits does, the tail's or an append's), then the
+    /// events after the checkpoint. When the journal cannot be replayed, the checkpoint is
+    /// unusable and the session is folded from its records.
     pub(crate) fn load(txn: &ReadTransaction, session: &str) -> Result<SessionState, StoreError> {
+        match SessionState::load_from(txn, session, Resume::Deferred)? {
+            Some(state) => Ok(state),
+            None => SessionState::load_from(txn, session, Resume::Never)
+                .map(|state| state.expect("a fold from the records never replays a journal")),
+        }
+    }
+
+    /// [`SessionState::load`] without its checkpoint: the session folded from its records, and
+    /// its fact journal stored again from offset 0 at the next checkpoint.
+    pub(crate) fn load_from_records(
+        txn: &ReadTransaction,
+        session: &str,
+    ) -> Result<SessionState, StoreError> {
+        SessionState::load_from(txn, session, Resume::Never)
+            .map(|state| state.expect("a fold from the records never replays a journal"))
+    }
+
+    /// `None` when a deferred resume's journal cannot be replayed before the tail.
+    fn load_from(
+        txn: &ReadTransaction,
+        session: &str,
+        resume: Resume,
+    ) -> Result<Option<SessionState>, StoreError> {
         let session_record = stored_session_record(txn, session)?;
         let ctx = context_of(&session_record);
         let SessionRecord {
@@ -113,7 +141,11 @@ impl SessionState {
         } = session_record;
         let genesis = record::genesis_chain(&header);
         let pending = Pending::load(&txn.open_table(EVENTS).map_err(storage)?, key)?;
-        let mut state = match load_checkpoint(txn, session, key, ctx)? {
+        let resumed = match resume {
+            Resume::Never => None,
+            resume => load_checkpoint(txn, session, key, ctx, resume)?,
+        };
+        let mut state = match resumed {
             Some((fold, chain)) => {
                 let next_seq = fold.admission().next_seq();
                 let facts = FactsWritten::stored(fold.fact_journal());
@@ -146,15 +178,24 @@ impl SessionState {
         state.fold.set_identity(Identity::of(&state.header));
         let from_seq = state.fold.admission().next_seq();
         let mut chain = state.head_chain;
-        for_each_record(txn, session, key, from_seq, u64::MAX, &mut chain, |event| {
+        let mut unusable = false;
+        let folded = for_each_record(txn, session, key, from_seq, u64::MAX, &mut chain, |event| {
             let seq = event.seq;
+            if state.fold.replay_relations().is_err() {
+                unusable = true;
+                return Err(corrupt(session, seq, "the checkpoint's fact journal"));
+            }
             state
                 .fold
                 .admit(Arc::new(event))
                 .map_err(|v| corrupt(session, seq, v))
-        })?;
+        });
+        if unusable {
+            return Ok(None);
+        }
+        folded?;
         state.head_chain = chain;
-        Ok(state)
+        Ok(Some(state))
     }
 
     /// Stages the checkpoint of the state as it is now into `group`: the latest one, with the
@@ -239,12 +280,24 @@ fn load_checkpoint(
     session: &str,
     key: u64,
     ctx: RuleContext,
+    resume: Resume,
 ) -> Result<Option<(SessionFold, ChainHash)>, StoreError> {
     let checkpoints = txn.open_table(CHECKPOINTS).map_err(storage)?;
     let Some(bytes) = checkpoints.get(key).map_err(storage)? else {
         return Ok(None);
     };
-    resume_checkpoint(txn, session, key, ctx, bytes.value())
+    resume_checkpoint(txn, session, key, ctx, bytes.value(), resume)
+}
+
+/// How a load resumes from its checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resume {
+    /// Now, the relationship journal replayed in full (a read at a past seq folds on at once).
+    Now,
+    /// With the relationship journal left for the first admitted event (a session's load).
+    Deferred,
+    /// Not at all: the session is folded from its records.
+    Never,
 }
 
 /// The fold and chain a checkpoint record holds, its live nodes read back from the log; `None`
@@ -255,6 +308,7 @@ fn resume_checkpoint(
     key: u64,
     ctx: RuleContext,
     bytes: &[u8],
+    resume: Resume,
 ) -> Result<Option<(SessionFold, ChainHash)>, StoreError> {
     let Ok((record, checkpoint)) = decode_checkpoint_body(bytes, |len| read_journal(txn, key, len))
     else {
@@ -264,15 +318,17 @@ fn resume_checkpoint(
     let blocks = txn.open_table(BLOCKS).map_err(storage)?;
     let mut records = Records::new(&events, &blocks, session, key);
     let mut failure = None;
-    let fold = SessionFold::resume(ctx, checkpoint, |seq| {
-        match read_event_unchained(&mut records, session, seq) {
-            Ok(event) => Some(Arc::new(event)),
-            Err(error) => {
-                failure = Some(error);
-                None
-            }
+    let live_events = |seq| match read_event_unchained(&mut records, session, seq) {
+        Ok(event) => Some(Arc::new(event)),
+        Err(error) => {
+            failure = Some(error);
+            None
         }
-    });
+    };
+    let fold = match resume {
+        Resume::Deferred => SessionFold::resume_deferred(ctx, checkpoint, live_events),
+        Resume::Now | Resume::Never => SessionFold::resume(ctx, checkpoint, live_events),
+    };
     if let Some(error) = failure {
         return Err(error);
     }
@@ -338,7 +394,8 @@ fn nearest_checkpoint(
     }
     usable.sort_by_key(|(next_seq, _)| std::cmp::Reverse(*next_seq));
     for (_, bytes) in usable {
-        let resumed = resume_checkpoint(txn, session, record.key, context_of(record), &bytes)?;
+        let ctx = context_of(record);
+        let resumed = resume_checkpoint(txn, session, record.key, ctx, &bytes, Resume::Now)?;
         if resumed.is_some() {
             return Ok(resumed);
         }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use pretty_assertions::assert_eq;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
+use sessionlog_format::relations::FactJournal;
 use sessionlog_format::{Event, SessionHeader};
 use sessionlog_store::embedded::verify::FaultKind;
 use sessionlog_store::embedded::Store;
@@ -495,4 +496,75 @@ fn a_clean_close_checkpoints_each_written_session_at_its_head() {
         let scratch = store.fold_from_start(&header.id, Some(seq)).unwrap();
         assert!(fold == scratch, "the fold at {seq}");
     }
+}
+
+/// Appends `n` to `out` as an unsigned LEB128 varint (the fact journal's integers).
+fn push_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+// Goal: a latest checkpoint whose fact journal reads back whole (crc and hash good) but does
+// not replay does not stop its session: an open that only reads derives from it without
+// replaying, verify reports it, and the first append finds it unusable, folds the session
+// from its records and goes on; after the close the journal is rewritten and verify is clean.
+// Method: append to the journal a human user message at the session's head seq (no log can
+// write one), as a segment of its own, and point the latest checkpoint at the longer journal.
+#[test]
+fn a_checkpoint_whose_journal_does_not_replay_is_refolded_at_the_first_append() {
+    const LATEST: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
+    let (dir, header, events, rest) = redb_session(9);
+    let segments = raw_segments(&dir);
+    let key = segments[0].0 .0;
+    let mut journal = Vec::new();
+    for ((_, start), value) in &segments {
+        journal.truncate(*start as usize);
+        journal.extend_from_slice(&value[4..]);
+    }
+    let mut extra = vec![0x05];
+    push_varint(&mut extra, N_EVENTS);
+    let bad: Vec<u8> = [journal.as_slice(), &extra].concat();
+    {
+        let db = Database::create(store_path(&dir)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut value = crc32fast::hash(&extra).to_le_bytes().to_vec();
+            value.extend_from_slice(&extra);
+            let mut table = txn.open_table(SEGMENTS).unwrap();
+            table
+                .insert((key, journal.len() as u64), value.as_slice())
+                .unwrap();
+            let mut latest = txn.open_table(LATEST).unwrap();
+            let record = latest.get(key).unwrap().unwrap().value().to_vec();
+            let edited = with_edited_fold(&record, |fold| {
+                fold.relations.facts = FactJournal::stored(&bad);
+            });
+            latest.insert(key, edited.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    let scratch = store.fold_from_start(&header.id, None).unwrap();
+    let derived = store.with_fold(&header.id, |f| f.messages().len()).unwrap();
+    assert_eq!(derived, scratch.messages().len());
+    assert!(
+        !store.verify(&[]).unwrap()[0].ok(),
+        "verify reports the journal"
+    );
+    drop(store);
+
+    let store = Store::open(&store_path(&dir)).unwrap();
+    append_chunks(&store, &header.id, &rest[..10]);
+    assert_eq!(store.head(&header.id).unwrap().next_seq, N_EVENTS + 10);
+    drop(store);
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    assert!(store.verify(&[]).unwrap()[0].ok());
+    let mut all = events;
+    all.extend_from_slice(&rest[..10]);
+    let fold = store.fold_at(&header.id, None).unwrap();
+    assert!(fold == store.fold_from_start(&header.id, None).unwrap());
+    assert_eq!(fold.admission().next_seq(), all.len() as u64);
 }
