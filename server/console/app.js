@@ -303,7 +303,16 @@ async function sessionView(view, id, current) {
   if (route !== current) return;
   state.nextSeq = info.nextSeq;
   renderFacts(state, info);
-  await loadTranscript(state);
+  try {
+    await loadTranscript(state);
+  } catch (error) {
+    // The head read from a checkpoint, but an older record is damaged: say why, and leave
+    // verify, which names the fault's seq and kind.
+    if (route !== current) return;
+    showError(error);
+    view.setAttribute('data-ready', 'error');
+    return;
+  }
   if (route !== current) return;
   window.consoleTimings.session = performance.now() - current.started;
   view.setAttribute('data-ready', 'session');
