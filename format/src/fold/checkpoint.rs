@@ -167,11 +167,7 @@ impl SessionFold {
         checkpoint: FoldCheckpoint,
         live_events: impl FnMut(u64) -> Option<Arc<Event>>,
     ) -> Result<SessionFold, ResumeError> {
-        let options = FoldOptions {
-            ctx,
-            projections: Projections::default(),
-        };
-        SessionFold::resume_with(options, checkpoint, live_events)
+        SessionFold::resume_with(default_options(ctx), checkpoint, live_events)
     }
 
     /// [`SessionFold::resume`] that leaves the relationship validator's fact journal to be
@@ -185,11 +181,7 @@ impl SessionFold {
         checkpoint: FoldCheckpoint,
         live_events: impl FnMut(u64) -> Option<Arc<Event>>,
     ) -> Result<SessionFold, ResumeError> {
-        let options = FoldOptions {
-            ctx,
-            projections: Projections::default(),
-        };
-        SessionFold::resume_parts(options, checkpoint, live_events, false)
+        SessionFold::resume_parts(default_options(ctx), checkpoint, live_events, false)
     }
 
     /// Resumes a fold from `checkpoint`, checking it against `options.ctx` and against the
@@ -279,6 +271,14 @@ impl SessionFold {
             header: checkpoint.header.map(Box::new),
             context: checkpoint.context.map(Box::new),
         })
+    }
+}
+
+/// The options of a resume with the default projection registry.
+fn default_options(ctx: RuleContext) -> FoldOptions {
+    FoldOptions {
+        ctx,
+        projections: Projections::default(),
     }
 }
 

@@ -110,8 +110,7 @@ impl SessionState {
     pub(crate) fn load(txn: &ReadTransaction, session: &str) -> Result<SessionState, StoreError> {
         match SessionState::load_from(txn, session, Resume::Deferred)? {
             Some(state) => Ok(state),
-            None => SessionState::load_from(txn, session, Resume::Never)
-                .map(|state| state.expect("a fold from the records never replays a journal")),
+            None => SessionState::load_from_records(txn, session),
         }
     }
 
