@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::json::{json_object, json_tagged};
 use crate::message::ContentBlock;
+use crate::pieces::Pieces;
 
 json_tagged! {
     /// One record of an embedded assistant stream (`assistant/message.data.stream`).
@@ -22,7 +23,7 @@ json_object! {
         req time0: i64 = "time0",
         req index: u64 = "index",
         req dt: Vec<i64> = "dt",
-        req texts: Vec<String> = "texts",
+        req texts: Pieces = "texts",
     }
 }
 
@@ -34,7 +35,7 @@ json_object! {
         req dt: Vec<i64> = "dt",
         req id: String = "id",
         opt name: String = "name",
-        req args: Vec<String> = "args",
+        req args: Pieces = "args",
     }
 }
 

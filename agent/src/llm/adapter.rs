@@ -7,7 +7,7 @@ use sessionlog_format::stream::{
     BlockEnd, BlockStart, Finish, RawChunk, StreamChunk, StreamRecord, TextChunks, TokenUsage,
     ToolCallChunks, UsageChunk,
 };
-use sessionlog_format::{ContentBlock, Extra};
+use sessionlog_format::{ContentBlock, Extra, Pieces};
 
 use super::CancelToken;
 use crate::prompt::capability::PreparedCall;
@@ -155,7 +155,7 @@ fn packed(time: i64, index: u64) -> TextChunks {
         time0: time,
         index,
         dt: Vec::new(),
-        texts: Vec::new(),
+        texts: Pieces::new(),
         extra: Extra::new(),
     }
 }
@@ -207,7 +207,7 @@ impl StreamBuilder {
         }
         if let Some(Open::Text(_, chunks) | Open::Reasoning(_, chunks)) = &mut self.open {
             append_packed(&mut chunks.dt, &mut chunks.time0, chunks.texts.len(), time);
-            chunks.texts.push(text);
+            chunks.texts.push(&text);
         }
     }
 
@@ -230,7 +230,7 @@ impl StreamBuilder {
                 dt: Vec::new(),
                 id: id.clone().unwrap_or_default(),
                 name: name.clone(),
-                args: Vec::new(),
+                args: Pieces::new(),
                 extra: Extra::new(),
             };
             self.open = Some(Open::Tool(index, call, chunks));
@@ -245,7 +245,7 @@ impl StreamBuilder {
                 chunks.name = name;
             }
             append_packed(&mut chunks.dt, &mut chunks.time0, chunks.args.len(), time);
-            chunks.args.push(arguments);
+            chunks.args.push(&arguments);
         }
     }
 

@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use crate::json::Extra;
 use crate::message::ContentBlock;
+use crate::pieces::Pieces;
 use crate::stream::{
     BlockEnd, BlockStart, Finish, RawChunk, StreamChunk, StreamRecord, TextChunks, TokenUsage,
     ToolCallChunks, UsageChunk,
@@ -91,8 +92,9 @@ impl Generator {
             }
             ContentBlock::ToolCall(call) => {
                 // The first delta names the call and carries no arguments, as dsh records it.
-                let mut args = vec![String::new()];
-                args.extend(deltas(&mut self.rng, &call.arguments));
+                let args: Pieces = std::iter::once("")
+                    .chain(&deltas(&mut self.rng, &call.arguments))
+                    .collect();
                 let dt = self.delta_times(args.len());
                 StreamRecord::ToolCallChunks(ToolCallChunks {
                     time0,
@@ -145,13 +147,13 @@ pub(super) fn finish_chunk(reason: Value) -> StreamChunk {
 /// Splits ASCII `text` into stream deltas the way a tokenizer would: leading spaces stay with
 /// the next word, punctuation stands alone, and long words sometimes break in two. The
 /// deltas concatenate to `text` exactly, and there is always at least one.
-fn deltas(rng: &mut Rng, text: &str) -> Vec<String> {
+fn deltas(rng: &mut Rng, text: &str) -> Pieces {
     assert!(
         text.is_ascii(),
         "generated text is ASCII, so any byte index is a char boundary"
     );
     let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(text.len() / 4 + 1);
+    let mut out = Pieces::new();
     let mut start = 0;
     while start < bytes.len() {
         let mut end = start;
@@ -167,15 +169,15 @@ fn deltas(rng: &mut Rng, text: &str) -> Vec<String> {
         }
         if end - start > 7 && rng.permille(300) {
             let middle = start + (end - start) / 2;
-            out.push(text[start..middle].to_owned());
+            out.push(&text[start..middle]);
             start = middle;
         }
-        out.push(text[start..end].to_owned());
+        out.push(&text[start..end]);
         start = end;
     }
     if out.is_empty() {
-        out.push(String::new());
+        out.push("");
     }
-    debug_assert_eq!(out.concat(), text);
+    debug_assert_eq!(out.joined(), text);
     out
 }

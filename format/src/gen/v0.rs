@@ -132,7 +132,7 @@ fn unpack(record: &StreamRecord) -> Vec<(i64, StreamChunk)> {
                 .map(|(time, text)| {
                     let delta = Delta {
                         index: run.index,
-                        text: text.clone(),
+                        text: text.to_owned(),
                         extra: Extra::new(),
                     };
                     let chunk = if reasoning {
@@ -152,7 +152,7 @@ fn unpack(record: &StreamRecord) -> Vec<(i64, StreamChunk)> {
                     index: run.index,
                     id: Some(run.id.clone()),
                     name: run.name.clone(),
-                    arguments_delta: Some(args.clone()),
+                    arguments_delta: Some(args.to_owned()),
                     extra: Extra::new(),
                 };
                 (time, StreamChunk::ToolCallDelta(delta))

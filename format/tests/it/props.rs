@@ -425,7 +425,7 @@ fn text_chunks() -> BoxedStrategy<TextChunks> {
             time0,
             index,
             dt,
-            texts,
+            texts: texts.into(),
             extra,
         })
         .boxed()
@@ -447,7 +447,7 @@ fn stream_record() -> BoxedStrategy<StreamRecord> {
             dt,
             id,
             name,
-            args,
+            args: args.into(),
             extra,
         });
     prop_oneof![

@@ -131,7 +131,7 @@ pub fn sample_batches() -> Vec<Vec<sessionlog_format::Event>> {
             time0: time + 11,
             index: 0,
             dt: vec![4],
-            texts: vec!["Hel".to_owned(), "lo.".to_owned()],
+            texts: ["Hel", "lo."].into_iter().collect(),
             extra: Extra::new(),
         }),
         chunk(

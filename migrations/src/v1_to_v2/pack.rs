@@ -67,7 +67,7 @@ impl StreamPacker {
                 if run.index == delta.index && delta.extra.is_empty() =>
             {
                 run.dt.push(gap);
-                run.texts.push(delta.text);
+                run.texts.push(&delta.text);
                 debug_assert_eq!(run.dt.len() + 1, run.texts.len());
                 None
             }
@@ -78,7 +78,8 @@ impl StreamPacker {
                     && delta.name == run.name =>
             {
                 run.dt.push(gap);
-                run.args.push(delta.arguments_delta.unwrap_or_default());
+                run.args
+                    .push(delta.arguments_delta.as_deref().unwrap_or_default());
                 debug_assert_eq!(run.dt.len() + 1, run.args.len());
                 None
             }
@@ -107,7 +108,7 @@ fn start_record(time: i64, chunk: StreamChunk) -> StreamRecord {
         time0: time,
         index: delta.index,
         dt: Vec::new(),
-        texts: vec![delta.text],
+        texts: [delta.text].into_iter().collect(),
         extra: Default::default(),
     };
     match chunk {
@@ -124,7 +125,9 @@ fn start_record(time: i64, chunk: StreamChunk) -> StreamRecord {
                 dt: Vec::new(),
                 id: delta.id.unwrap_or_default(),
                 name: delta.name,
-                args: vec![delta.arguments_delta.unwrap_or_default()],
+                args: [delta.arguments_delta.unwrap_or_default()]
+                    .into_iter()
+                    .collect(),
                 extra: Default::default(),
             })
         }
@@ -161,7 +164,7 @@ pub fn unpack_stream(stream: &[StreamRecord]) -> Result<Vec<(i64, StreamChunk)>,
                         index: run.index,
                         id: Some(run.id.clone()),
                         name: run.name.clone(),
-                        arguments_delta: Some(args.clone()),
+                        arguments_delta: Some(args.to_owned()),
                         extra: Default::default(),
                     };
                     chunks.push((time, StreamChunk::ToolCallDelta(call)));
