@@ -11,6 +11,7 @@
 
 pub(crate) mod backend;
 mod blocks;
+mod decode_ahead;
 mod gate;
 mod import;
 mod overlay;

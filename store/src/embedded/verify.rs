@@ -15,6 +15,7 @@ use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
 use sessionlog_format::record::{self, ChainHash, RecordError};
 
 use super::blocks::{self, BLOCKS};
+use super::decode_ahead::{DecodeAhead, Decoded, Stored};
 use super::session::{
     context_of, decode_checkpoint_raw, is_stale_checkpoint, read_journal, stored_session_record,
 };
@@ -108,11 +109,11 @@ fn verify_session(
             .map_err(storage)?
             .map(|bytes| bytes.value().to_vec()))
     };
-    // The blocks first, part by part: a block is its parts joined, numbered from 0.
-    // One buffer joins every block in turn (a walk holds one block at a time).
+    // The blocks first, part by part: a block is its parts joined, numbered from 0. Each
+    // block is decoded one block ahead of the walk, on a second thread (`decode_ahead`).
     let blocks_table = txn.open_table(BLOCKS).map_err(table)?;
-    let mut block: Option<(u64, bool)> = None;
-    let mut joined = Vec::new();
+    let mut ahead = DecodeAhead::new();
+    let mut block: Option<Stored> = None;
     for entry in blocks_table
         .range((key, 0, 0)..=(key, u64::MAX, u32::MAX))
         .map_err(storage)?
@@ -120,19 +121,32 @@ fn verify_session(
         let (part_key, bytes) = entry.map_err(storage)?;
         let (_, first_seq, part) = part_key.value();
         counts.parts += 1;
-        if block.is_some_and(|(first, _)| first != first_seq) {
-            if let Some((first, dense)) = block.take() {
-                walk.block(first, &joined, dense);
+        if block.as_ref().is_some_and(|b| b.first_seq != first_seq) {
+            if let Some(decoded) = block.take().and_then(|stored| ahead.push(stored)) {
+                walk.block(&decoded);
+                ahead.recycle(decoded);
                 walk.check_kept(fetch_kept)?;
-                joined.clear();
             }
         }
-        let (_, dense) = block.get_or_insert((first_seq, true));
-        *dense &= part == joined.len().div_ceil(blocks::BLOCK_PART_BYTES) as u32;
-        joined.extend_from_slice(bytes.value());
+        let stored = match &mut block {
+            Some(stored) => stored,
+            None => block.insert(Stored {
+                first_seq,
+                bytes: ahead.buffer(),
+                dense: true,
+            }),
+        };
+        stored.dense &= part == stored.bytes.len().div_ceil(blocks::BLOCK_PART_BYTES) as u32;
+        stored.bytes.extend_from_slice(bytes.value());
     }
-    if let Some((first, dense)) = block.take() {
-        walk.block(first, &joined, dense);
+    if let Some(decoded) = block.take().and_then(|stored| ahead.push(stored)) {
+        walk.block(&decoded);
+        ahead.recycle(decoded);
+        walk.check_kept(fetch_kept)?;
+    }
+    while let Some(decoded) = ahead.next() {
+        walk.block(&decoded);
+        ahead.recycle(decoded);
         walk.check_kept(fetch_kept)?;
     }
     let events = txn.open_table(EVENTS).map_err(table)?;
@@ -431,8 +445,6 @@ pub(crate) struct Walk {
     /// After a lost block: the next record or block starts the walk again (its seq and chain
     /// are taken as they are), since what was lost is reported already.
     resync: bool,
-    /// Decodes the blocks in turn, reusing one block's buffers for the next.
-    decoder: sessionlog_format::block::BlockDecoder,
 }
 
 impl Walk {
@@ -464,7 +476,6 @@ impl Walk {
             kept_due: Vec::new(),
             facts: crate::facts::FactsWritten::new(),
             resync: false,
-            decoder: sessionlog_format::block::BlockDecoder::default(),
         }
     }
 
@@ -499,25 +510,19 @@ impl Walk {
         });
     }
 
-    /// Walks a sealed block: its parts joined (`dense`: no part number was skipped), then
-    /// each of its records as [`Walk::record`] does. A block that cannot be decoded is one
-    /// fault at its first seq, covering the seqs its header names when it can be read.
-    fn block(&mut self, first_seq: u64, bytes: &[u8], dense: bool) {
+    /// Walks a sealed block (its parts joined, decoded by [`super::decode_ahead::decode`]): each of
+    /// its records as [`Walk::record`] does. A block that cannot be decoded is one fault at its
+    /// first seq, covering the seqs its header names when it can be read.
+    fn block(&mut self, decoded: &Decoded) {
+        let first_seq = decoded.stored.first_seq;
         self.check_seq(first_seq);
-        let decoded = match dense {
-            true => blocks::decode_at_with(&mut self.decoder, bytes, first_seq),
-            false => Err(sessionlog_format::block::BlockError::Payload {
-                reason: "a part of the block is missing".to_owned(),
-            }),
-        };
-        match decoded {
+        match &decoded.block {
             Ok(block) => {
                 let mut prev_chain = block.header.chain_in;
                 for (seq, record) in block.records() {
                     self.record_linked(seq, record, Some(&prev_chain));
                     prev_chain.copy_from_slice(&record[4..36]);
                 }
-                self.decoder.recycle(block);
             }
             Err(error) => {
                 let kind = match error {
@@ -527,7 +532,8 @@ impl Walk {
                     sessionlog_format::block::BlockError::ChainOut => FaultKind::Chain,
                     _ => FaultKind::Decode,
                 };
-                let header = blocks::header_of(bytes).filter(|h| h.first_seq == first_seq);
+                let header =
+                    blocks::header_of(&decoded.stored.bytes).filter(|h| h.first_seq == first_seq);
                 let covered = match header {
                     Some(header) => format!("seqs {first_seq}..{}", header.end_seq()),
                     None => format!("seqs from {first_seq}"),
