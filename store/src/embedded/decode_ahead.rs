@@ -1,24 +1,30 @@
-//! Decoding a session's sealed blocks one block ahead of the walk that checks them, on a
-//! thread of its own.
+//! Reading and decoding the sealed blocks of the sessions `verify` walks on a thread of its
+//! own, one block ahead of the walk.
 //!
-//! `verify` spends about half its time on a block before any rule sees it: the zstd
-//! decompression of the payload, the chain rebuilt record by record (BLAKE3) and each record's
-//! crc ([`BlockDecoder::decode`]). None of that depends on the walk, so while the walk checks
-//! block `k` (the record checks, the body decoding, the fold), this thread decodes block
-//! `k + 1`. What crosses the threads is a block at a time: its stored bytes going out, the
-//! rebuilt records coming back, and both buffers going out again to be reused. At most two
-//! blocks are in flight, so memory stays bounded by the block size, whatever the session's
-//! length.
+//! `verify` spends about half its time on a block before any rule sees it: reading its parts
+//! from redb and joining them, the zstd decompression of the payload, the chain rebuilt
+//! record by record (BLAKE3) and each record's crc ([`BlockDecoder::decode`]). None of that
+//! depends on the walk, so while the walk checks block `k` (the record checks, the body
+//! decoding, the fold), this thread reads and decodes block `k + 1`. One thread serves a whole
+//! `verify`, session after session. What crosses the threads is a block at a time: the
+//! rebuilt records coming to the walk, and the buffers going back to be reused. The thread
+//! hands a block over only when the walk takes it, so at most two blocks are in flight
+//! (the one walked, the one decoded next), whatever the session's length.
 //!
-//! A session of one block never starts the thread: its block is decoded on the caller's.
-//! The results are exactly those of decoding inline, in the same order.
+//! The walk receives exactly what decoding inline gives, in the same order; when the
+//! operating system gives no thread, the blocks are read and decoded inline.
 
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
 
+use redb::ReadOnlyTable;
 use sessionlog_format::block::{Block, BlockDecoder, BlockError};
 
-use super::blocks;
+use super::blocks::{self, BLOCK_PART_BYTES};
+use super::StoreError;
+
+/// The blocks table as a read transaction opens it.
+pub(crate) type BlocksTable = ReadOnlyTable<(u64, u64, u32), &'static [u8]>;
 
 /// A block as stored: its parts joined, keyed at `first_seq`; `dense` when no part number
 /// was skipped.
@@ -45,213 +51,291 @@ pub(crate) fn decode(decoder: &mut BlockDecoder, stored: &Stored) -> Result<Bloc
     blocks::decode_at_with(decoder, &stored.bytes, stored.first_seq)
 }
 
-/// The walk's side. Blocks go in with [`DecodeAhead::push`] in seq order and come out,
-/// decoded, in the same order, from `push` (once two are in flight) and then from
-/// [`DecodeAhead::next`] at the end.
-pub(crate) struct DecodeAhead {
-    /// The first block, held until a second one shows the session needs the thread.
-    first: Option<Stored>,
-    worker: Option<Worker>,
-    in_flight: usize,
-    /// Decodes on the caller's thread when there is no worker.
-    inline: BlockDecoder,
-    /// Buffers handed back by the worker for the next block's bytes.
-    spare_bytes: Vec<Vec<u8>>,
+/// Buffers a walk handed back, for the next blocks.
+#[derive(Default)]
+struct Spares {
+    decoder: BlockDecoder,
+    bytes: Vec<Vec<u8>>,
 }
 
-struct Worker {
-    jobs: Option<SyncSender<Job>>,
-    done: Receiver<Decoded>,
-    thread: Option<JoinHandle<()>>,
-}
-
-enum Job {
-    Decode(Stored),
-    /// Buffers of a block the walk is done with, for the next decode.
-    Recycle(Block),
-}
-
-impl DecodeAhead {
-    pub(crate) fn new() -> DecodeAhead {
-        DecodeAhead {
-            first: None,
-            worker: None,
-            in_flight: 0,
-            inline: BlockDecoder::default(),
-            spare_bytes: Vec::new(),
+impl Spares {
+    fn take_back(&mut self, decoded: Decoded) {
+        self.bytes.push(decoded.stored.bytes);
+        if let Ok(block) = decoded.block {
+            self.decoder.recycle(block);
         }
     }
 
-    /// An empty buffer for the next block's bytes (one handed back, when there is one).
-    pub(crate) fn buffer(&mut self) -> Vec<u8> {
-        let mut bytes = self.spare_bytes.pop().unwrap_or_default();
+    fn buffer(&mut self) -> Vec<u8> {
+        let mut bytes = self.bytes.pop().unwrap_or_default();
         bytes.clear();
         bytes
     }
+}
 
-    /// Queues the next block; returns the oldest one decoded when two are in flight.
-    pub(crate) fn push(&mut self, stored: Stored) -> Option<Decoded> {
-        if self.worker.is_none() {
-            let Some(first) = self.first.take() else {
-                self.first = Some(stored);
-                return None;
-            };
-            match Worker::start() {
-                Some(worker) => {
-                    self.worker = Some(worker);
-                    self.send(first);
+/// Reads the blocks of session `key` in seq order, joins each one's parts and decodes it,
+/// and gives each to `emit` (which returns false to stop); `refill` is asked for the
+/// buffers handed back before each block. Returns how many parts were read.
+fn each_block(
+    table: &BlocksTable,
+    key: u64,
+    spares: &mut Spares,
+    mut refill: impl FnMut(&mut Spares),
+    mut emit: impl FnMut(Decoded) -> bool,
+) -> Result<u64, StoreError> {
+    let mut n_parts = 0;
+    let mut block: Option<Stored> = None;
+    let mut finish = |stored: Stored, spares: &mut Spares| {
+        let decoded = decode(&mut spares.decoder, &stored);
+        emit(Decoded {
+            stored,
+            block: decoded,
+        })
+    };
+    for entry in table
+        .range((key, 0, 0)..=(key, u64::MAX, u32::MAX))
+        .map_err(StoreError::storage)?
+    {
+        let (part_key, bytes) = entry.map_err(StoreError::storage)?;
+        let (_, first_seq, part) = part_key.value();
+        n_parts += 1;
+        if block.as_ref().is_some_and(|b| b.first_seq != first_seq) {
+            let stored = block.take().expect("a block is open");
+            if !finish(stored, spares) {
+                return Ok(n_parts);
+            }
+        }
+        let stored = match &mut block {
+            Some(stored) => stored,
+            None => {
+                refill(spares);
+                block.insert(Stored {
+                    first_seq,
+                    bytes: spares.buffer(),
+                    dense: true,
+                })
+            }
+        };
+        stored.dense &= part == stored.bytes.len().div_ceil(BLOCK_PART_BYTES) as u32;
+        stored.bytes.extend_from_slice(bytes.value());
+    }
+    if let Some(stored) = block.take() {
+        finish(stored, spares);
+    }
+    Ok(n_parts)
+}
+
+/// What the thread sends for a session: its blocks in order, then how it ended.
+enum Item {
+    Block(Decoded),
+    End(Result<u64, StoreError>),
+}
+
+/// The blocks of every session a `verify` walks, read and decoded ahead of the walk.
+pub(crate) struct BlocksAhead {
+    mode: Mode,
+}
+
+enum Mode {
+    Thread {
+        sessions: Option<Sender<u64>>,
+        items: Receiver<Item>,
+        spent: Sender<Decoded>,
+        thread: Option<JoinHandle<()>>,
+    },
+    /// Boxed: a decoder's buffers and zstd context are large beside the thread's handles.
+    Inline(Box<(BlocksTable, Spares)>),
+    /// After an error: the thread is gone, and no session is served.
+    Stopped,
+}
+
+impl BlocksAhead {
+    /// Starts the thread that reads the blocks table of `txn`.
+    pub(crate) fn start(txn: &redb::ReadTransaction) -> Result<BlocksAhead, StoreError> {
+        let table = txn
+            .open_table(blocks::BLOCKS)
+            .map_err(StoreError::storage)?;
+        let (sessions, incoming) = mpsc::channel::<u64>();
+        // A rendezvous: the thread hands a block over when the walk takes it.
+        let (send_item, items) = mpsc::sync_channel::<Item>(0);
+        let (spent, returned) = mpsc::channel::<Decoded>();
+        let started = std::thread::Builder::new()
+            .name("sessionlog-verify-blocks".into())
+            .spawn(move || serve(&table, &incoming, &send_item, &returned));
+        let mode = match started {
+            Ok(thread) => Mode::Thread {
+                sessions: Some(sessions),
+                items,
+                spent,
+                thread: Some(thread),
+            },
+            // No thread to be had: the same reads and decodes on this one.
+            Err(_) => Mode::Inline(Box::new((
+                txn.open_table(blocks::BLOCKS)
+                    .map_err(StoreError::storage)?,
+                Spares::default(),
+            ))),
+        };
+        Ok(BlocksAhead { mode })
+    }
+
+    /// Gives each block of session `key` to `walk`, in seq order; returns how many parts
+    /// were read. After an error the reader serves no other session.
+    pub(crate) fn session(
+        &mut self,
+        key: u64,
+        mut walk: impl FnMut(&Decoded) -> Result<(), StoreError>,
+    ) -> Result<u64, StoreError> {
+        let outcome = match &mut self.mode {
+            Mode::Inline(inline) => {
+                let (table, spares) = &mut **inline;
+                return inline_session(table, spares, key, walk);
+            }
+            Mode::Stopped => return Err(stopped()),
+            Mode::Thread {
+                sessions,
+                items,
+                spent,
+                ..
+            } => {
+                if sessions.as_ref().is_none_or(|s| s.send(key).is_err()) {
+                    Err(stopped())
+                } else {
+                    loop {
+                        match items.recv() {
+                            Ok(Item::Block(decoded)) => {
+                                if let Err(error) = walk(&decoded) {
+                                    break Err(error);
+                                }
+                                // A thread gone leaves the buffers to be freed here.
+                                let _ = spent.send(decoded);
+                            }
+                            Ok(Item::End(result)) => return result,
+                            Err(_) => break Err(stopped()),
+                        }
+                    }
                 }
-                // No thread to be had: decode on this one, in order.
-                None => {
-                    let block = decode(&mut self.inline, &first);
-                    self.first = Some(stored);
-                    return Some(Decoded {
-                        stored: first,
-                        block,
-                    });
-                }
             }
-        }
-        self.send(stored);
-        if self.in_flight > 1 {
-            return self.receive();
-        }
-        None
-    }
-
-    /// The next block decoded, once every block was pushed; `None` when all came out.
-    pub(crate) fn next(&mut self) -> Option<Decoded> {
-        if let Some(first) = self.first.take() {
-            let block = decode(&mut self.inline, &first);
-            return Some(Decoded {
-                stored: first,
-                block,
-            });
-        }
-        if self.in_flight > 0 {
-            return self.receive();
-        }
-        None
-    }
-
-    /// Hands back a walked block's buffers.
-    pub(crate) fn recycle(&mut self, decoded: Decoded) {
-        self.spare_bytes.push(decoded.stored.bytes);
-        let Ok(block) = decoded.block else { return };
-        match self.worker.as_ref().and_then(|w| w.jobs.as_ref()) {
-            // A worker gone (it stops only when dropped) leaves the buffers to be freed.
-            Some(jobs) => drop(jobs.send(Job::Recycle(block))),
-            None => self.inline.recycle(block),
-        }
-    }
-
-    fn send(&mut self, stored: Stored) {
-        let worker = self
-            .worker
-            .as_ref()
-            .expect("send follows the worker's start");
-        let jobs = worker
-            .jobs
-            .as_ref()
-            .expect("the jobs' sender lives until drop");
-        match jobs.send(Job::Decode(stored)) {
-            Ok(()) => self.in_flight += 1,
-            // The worker ended (it ends early only by a panic): decode here instead, so the
-            // block still reaches the walk.
-            Err(mpsc::SendError(Job::Decode(stored))) => {
-                self.first = Some(stored);
-            }
-            Err(mpsc::SendError(Job::Recycle(_))) => unreachable!("a decode job was sent"),
-        }
-    }
-
-    fn receive(&mut self) -> Option<Decoded> {
-        let worker = self.worker.as_ref()?;
-        self.in_flight -= 1;
-        match worker.done.recv() {
-            Ok(decoded) => Some(decoded),
-            // A worker that panicked: its panic is raised when it is joined.
-            Err(_) => {
-                self.join_worker();
-                None
-            }
-        }
-    }
-
-    fn join_worker(&mut self) {
-        if let Some(mut worker) = self.worker.take() {
-            drop(worker.jobs.take());
-            if let Some(thread) = worker.thread.take() {
-                if let Err(panic) = thread.join() {
-                    std::panic::resume_unwind(panic);
-                }
-            }
-        }
+        };
+        // The thread may be part way through the session: it serves no other.
+        self.mode = Mode::Stopped;
+        outcome
     }
 }
 
-impl Drop for DecodeAhead {
+/// [`BlocksAhead::session`] on the caller's thread.
+fn inline_session(
+    table: &BlocksTable,
+    spares: &mut Spares,
+    key: u64,
+    mut walk: impl FnMut(&Decoded) -> Result<(), StoreError>,
+) -> Result<u64, StoreError> {
+    let walked = std::cell::RefCell::new(Vec::new());
+    let mut failed = None;
+    let n_parts = each_block(
+        table,
+        key,
+        spares,
+        |spares| {
+            for decoded in walked.borrow_mut().drain(..) {
+                spares.take_back(decoded);
+            }
+        },
+        |decoded| match walk(&decoded) {
+            Ok(()) => {
+                walked.borrow_mut().push(decoded);
+                true
+            }
+            Err(error) => {
+                failed = Some(error);
+                false
+            }
+        },
+    );
+    for decoded in walked.into_inner() {
+        spares.take_back(decoded);
+    }
+    match failed {
+        Some(error) => Err(error),
+        None => n_parts,
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Corrupt {
+        reason: "the database failed while verifying: the block reader stopped".to_owned(),
+    }
+}
+
+impl Drop for Mode {
     fn drop(&mut self) {
-        if let Some(mut worker) = self.worker.take() {
-            // Closing the jobs ends the worker's loop; a result it is sending finds the
-            // receiver gone with `worker` below and ends it too.
-            drop(worker.jobs.take());
-            let thread = worker.thread.take();
-            drop(worker);
-            if let Some(thread) = thread {
+        if let Mode::Thread {
+            sessions,
+            items,
+            thread,
+            ..
+        } = self
+        {
+            // No more sessions ends the thread's loop; a block it is handing over finds the
+            // walk gone (the receiver is replaced below, before the join) and ends it too.
+            drop(sessions.take());
+            drop(std::mem::replace(items, mpsc::sync_channel::<Item>(0).1));
+            if let Some(thread) = thread.take() {
                 let _ = thread.join();
             }
         }
     }
 }
 
-impl Worker {
-    /// The worker's thread, or `None` when the operating system gives none.
-    fn start() -> Option<Worker> {
-        // One job queued behind the one being decoded, one result waiting: with the block
-        // the walk holds, at most two blocks' bytes are in flight.
-        let (jobs, incoming) = mpsc::sync_channel::<Job>(2);
-        let (finished, done) = mpsc::sync_channel::<Decoded>(1);
-        let thread = std::thread::Builder::new()
-            .name("sessionlog-verify-blocks".into())
-            .spawn(move || {
-                let mut decoder = BlockDecoder::default();
-                for job in incoming {
-                    match job {
-                        Job::Recycle(block) => decoder.recycle(block),
-                        Job::Decode(stored) => {
-                            let block = decode(&mut decoder, &stored);
-                            if finished.send(Decoded { stored, block }).is_err() {
-                                return;
-                            }
-                        }
+/// The thread: each session asked for, its blocks handed over one by one, then its end.
+fn serve(
+    table: &BlocksTable,
+    sessions: &Receiver<u64>,
+    items: &SyncSender<Item>,
+    returned: &Receiver<Decoded>,
+) {
+    let mut spares = Spares::default();
+    for key in sessions {
+        let mut gone = false;
+        // A panic in redb (a damaged page) is the session's error, as on the walk's thread.
+        let result = super::guard("verifying", || {
+            each_block(
+                table,
+                key,
+                &mut spares,
+                |spares| {
+                    while let Ok(decoded) = returned.try_recv() {
+                        spares.take_back(decoded);
                     }
-                }
-            })
-            .ok()?;
-        Some(Worker {
-            jobs: Some(jobs),
-            done,
-            thread: Some(thread),
-        })
+                },
+                |decoded| {
+                    gone = items.send(Item::Block(decoded)).is_err();
+                    !gone
+                },
+            )
+        });
+        if gone || items.send(Item::End(result)).is_err() {
+            return;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redb::{Database, ReadableDatabase};
     use sessionlog_format::block::encode_block;
     use sessionlog_format::gen::{GenOptions, Generator};
     use sessionlog_format::record;
 
-    /// `n_blocks` blocks of three generated records each, chained, with block `bad`'s last
-    /// byte flipped.
-    fn blocks(n_blocks: u64, bad: Option<u64>) -> Vec<Stored> {
+    /// `n_blocks` blocks of three generated records each, chained.
+    fn blocks_of(n_blocks: u64, seed: u64) -> Vec<(u64, Vec<u8>)> {
         let mut generator = Generator::new(GenOptions {
             events: n_blocks * 3,
-            seed: 5,
+            seed,
         });
-        let mut chain = record::genesis_chain(&generator.header());
+        let genesis = record::genesis_chain(&generator.header());
+        let mut chain = genesis;
         let mut records = Vec::new();
         while let Some(batch) = generator.next_batch() {
             for event in &batch {
@@ -260,100 +344,155 @@ mod tests {
                 records.push(record);
             }
         }
-        let mut chain_in = record::genesis_chain(&generator.header());
+        let mut chain_in = genesis;
         let mut out = Vec::new();
         for (b, run) in records.chunks(3).enumerate() {
             let first_seq = b as u64 * 3;
-            let mut bytes =
-                encode_block(first_seq, &chain_in, run.iter().map(Vec::as_slice)).unwrap();
-            chain_in.copy_from_slice(&run[2][4..36]);
-            if bad == Some(b as u64) {
-                let last = bytes.len() - 1;
-                bytes[last] ^= 1;
-            }
-            out.push(Stored {
+            out.push((
                 first_seq,
-                bytes,
-                dense: true,
-            });
+                encode_block(first_seq, &chain_in, run.iter().map(Vec::as_slice)).unwrap(),
+            ));
+            chain_in.copy_from_slice(&run[2][4..36]);
         }
         out
     }
 
-    fn through(
-        ahead: &mut DecodeAhead,
-        stored: Vec<Stored>,
-    ) -> Vec<(u64, Result<Vec<u8>, String>)> {
-        let mut out = Vec::new();
-        let mut take = |ahead: &mut DecodeAhead, decoded: Decoded| {
-            let result = match &decoded.block {
-                Ok(block) => Ok(block.records().flat_map(|(_, r)| r.to_vec()).collect()),
-                Err(error) => Err(error.to_string()),
-            };
-            out.push((decoded.stored.first_seq, result));
-            ahead.recycle(decoded);
+    /// What a walk sees of a block: its records, or the error's text.
+    type Seen = (u64, Result<Vec<u8>, String>);
+
+    fn seen(decoded: &Decoded) -> Seen {
+        let result = match &decoded.block {
+            Ok(block) => Ok(block.records().flat_map(|(_, r)| r.to_vec()).collect()),
+            Err(error) => Err(error.to_string()),
         };
-        for block in stored {
-            if let Some(decoded) = ahead.push(block) {
-                take(ahead, decoded);
-            }
-        }
-        while let Some(decoded) = ahead.next() {
-            take(ahead, decoded);
-        }
-        out
+        (decoded.stored.first_seq, result)
     }
 
-    #[test]
-    fn blocks_come_out_in_order_as_inline_decoding_gives_them() {
-        for n_blocks in [0, 1, 2, 3, 9] {
-            for bad in [None, Some(0), Some(n_blocks / 2)] {
-                let mut inline = BlockDecoder::default();
-                let want: Vec<_> = blocks(n_blocks, bad)
-                    .iter()
-                    .map(|stored| {
-                        let result = match decode(&mut inline, stored) {
-                            Ok(block) => {
-                                Ok(block.records().flat_map(|(_, r)| r.to_vec()).collect())
-                            }
-                            Err(error) => Err(error.to_string()),
-                        };
-                        (stored.first_seq, result)
+    /// A store whose blocks table holds sessions 1 to 4: 0, 1, 2 and 9 blocks in parts of
+    /// at most `BLOCK_PART_BYTES`. Session 3's second block has its last byte flipped and
+    /// session 4's fifth block lacks its part 0 (its parts are numbered from 1).
+    fn store(dir: &std::path::Path) -> (Database, Vec<Vec<Seen>>) {
+        let db = Database::create(dir.join("blocks.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        let mut want = Vec::new();
+        {
+            let mut table = txn.open_table(blocks::BLOCKS).unwrap();
+            for (key, n_blocks) in [(1u64, 0u64), (2, 1), (3, 2), (4, 9)] {
+                let mut decoder = BlockDecoder::default();
+                let mut seen_here = Vec::new();
+                for (b, (first_seq, mut bytes)) in blocks_of(n_blocks, key).into_iter().enumerate()
+                {
+                    if key == 3 && b == 1 {
+                        let last = bytes.len() - 1;
+                        bytes[last] ^= 1;
+                    }
+                    let parts: Vec<&[u8]> = bytes.chunks(BLOCK_PART_BYTES).collect();
+                    let mut joined = Vec::new();
+                    let mut dense = true;
+                    for (part, chunk) in parts.iter().enumerate() {
+                        // Numbered from 1: the reader sees part 0 missing.
+                        let number = part as u32 + u32::from(key == 4 && b == 4);
+                        dense &= number == part as u32;
+                        table.insert((key, first_seq, number), *chunk).unwrap();
+                        joined.extend_from_slice(chunk);
+                    }
+                    let stored = Stored {
+                        first_seq,
+                        bytes: joined,
+                        dense,
+                    };
+                    let block = decode(&mut decoder, &stored);
+                    seen_here.push(seen(&Decoded { stored, block }));
+                }
+                want.push(seen_here);
+            }
+        }
+        txn.commit().unwrap();
+        (db, want)
+    }
+
+    fn walk_all(ahead: &mut BlocksAhead) -> Vec<Vec<Seen>> {
+        (1..=4)
+            .map(|key| {
+                let mut got = Vec::new();
+                ahead
+                    .session(key, |decoded| {
+                        got.push(seen(decoded));
+                        Ok(())
                     })
-                    .collect();
-                let mut ahead = DecodeAhead::new();
-                let got = through(&mut ahead, blocks(n_blocks, bad));
-                assert_eq!(got, want, "{n_blocks} blocks, bad {bad:?}");
-                assert_eq!(
-                    ahead.worker.is_some(),
-                    n_blocks > 1,
-                    "the thread starts only for a second block"
-                );
-                let n_refused = got.iter().filter(|(_, r)| r.is_err()).count();
-                assert_eq!(n_refused, usize::from(n_blocks > 0 && bad.is_some()));
-            }
-        }
+                    .unwrap();
+                got
+            })
+            .collect()
     }
 
     #[test]
-    fn a_block_with_a_part_missing_is_refused_without_decoding() {
-        let mut stored = blocks(2, None);
-        stored[1].dense = false;
-        let mut ahead = DecodeAhead::new();
-        let got = through(&mut ahead, stored);
-        assert!(got[0].1.is_ok());
-        assert_eq!(
-            got[1].1.as_ref().unwrap_err(),
-            "block payload: a part of the block is missing"
+    fn blocks_come_out_as_inline_decoding_gives_them_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, want) = store(dir.path());
+        assert_eq!(want.iter().map(Vec::len).collect::<Vec<_>>(), [0, 1, 2, 9]);
+        assert!(want[2][1].1.is_err(), "the damaged block is refused");
+        assert!(
+            want[3][4].1.is_err(),
+            "the block with a part missing is refused"
+        );
+        let n_refused = want.iter().flatten().filter(|(_, r)| r.is_err()).count();
+        assert_eq!(n_refused, 2);
+        let txn = db.begin_read().unwrap();
+        let mut ahead = BlocksAhead::start(&txn).unwrap();
+        assert!(matches!(ahead.mode, Mode::Thread { .. }));
+        assert_eq!(walk_all(&mut ahead), want);
+        // Twice over the same thread, with the buffers handed back the first time.
+        assert_eq!(walk_all(&mut ahead), want);
+        let mut inline = BlocksAhead {
+            mode: Mode::Inline(Box::new((
+                txn.open_table(blocks::BLOCKS).unwrap(),
+                Spares::default(),
+            ))),
+        };
+        assert_eq!(walk_all(&mut inline), want);
+    }
+
+    #[test]
+    fn a_walk_that_fails_stops_the_reader_for_every_later_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) = store(dir.path());
+        let txn = db.begin_read().unwrap();
+        let mut ahead = BlocksAhead::start(&txn).unwrap();
+        let mut n_walked = 0;
+        let failed = ahead.session(4, |_| {
+            n_walked += 1;
+            match n_walked {
+                3 => Err(StoreError::Corrupt {
+                    reason: "stop here".to_owned(),
+                }),
+                _ => Ok(()),
+            }
+        });
+        assert_eq!(n_walked, 3);
+        assert!(matches!(failed, Err(StoreError::Corrupt { reason }) if reason == "stop here"));
+        assert!(matches!(ahead.mode, Mode::Stopped));
+        let later = ahead.session(2, |_| Ok(()));
+        assert!(
+            matches!(later, Err(StoreError::Corrupt { reason }) if reason.contains("the block reader stopped"))
         );
     }
 
     #[test]
-    fn dropping_it_with_blocks_in_flight_stops_the_worker() {
-        let mut ahead = DecodeAhead::new();
-        for block in blocks(4, None) {
-            let _ = ahead.push(block);
-        }
+    fn dropping_it_part_way_through_a_session_ends_the_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) = store(dir.path());
+        let txn = db.begin_read().unwrap();
+        let mut ahead = BlocksAhead::start(&txn).unwrap();
+        let Mode::Thread {
+            sessions, items, ..
+        } = &mut ahead.mode
+        else {
+            panic!("a thread starts");
+        };
+        sessions.as_ref().unwrap().send(4).unwrap();
+        assert!(matches!(items.recv(), Ok(Item::Block(_))));
+        // The thread is decoding the next block, which nobody takes.
         drop(ahead);
     }
 }

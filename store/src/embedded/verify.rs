@@ -15,7 +15,7 @@ use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
 use sessionlog_format::record::{self, ChainHash, RecordError};
 
 use super::blocks::{self, BLOCKS};
-use super::decode_ahead::{DecodeAhead, Decoded, Stored};
+use super::decode_ahead::{BlocksAhead, Decoded};
 use super::session::{
     context_of, decode_checkpoint_raw, is_stale_checkpoint, read_journal, stored_session_record,
 };
@@ -38,8 +38,9 @@ impl Store {
             let mut reports = Vec::with_capacity(ids.len());
             let mut walked = TableCounts::default();
             let store_version = super::read_store_version(&txn)?;
+            let mut blocks_ahead = BlocksAhead::start(&txn)?;
             for id in &ids {
-                let (report, counts) = verify_session(&txn, id, store_version)?;
+                let (report, counts) = verify_session(&txn, &mut blocks_ahead, id, store_version)?;
                 reports.push(report);
                 walked.events += counts.events;
                 walked.parts += counts.parts;
@@ -67,6 +68,7 @@ struct TableCounts {
 
 fn verify_session(
     txn: &ReadTransaction,
+    blocks_ahead: &mut BlocksAhead,
     session: &str,
     store_version: u32,
 ) -> Result<(SessionReport, TableCounts), StoreError> {
@@ -109,46 +111,11 @@ fn verify_session(
             .map_err(storage)?
             .map(|bytes| bytes.value().to_vec()))
     };
-    // The blocks first, part by part: a block is its parts joined, numbered from 0. Each
-    // block is decoded one block ahead of the walk, on a second thread (`decode_ahead`).
-    let blocks_table = txn.open_table(BLOCKS).map_err(table)?;
-    let mut ahead = DecodeAhead::new();
-    let mut block: Option<Stored> = None;
-    for entry in blocks_table
-        .range((key, 0, 0)..=(key, u64::MAX, u32::MAX))
-        .map_err(storage)?
-    {
-        let (part_key, bytes) = entry.map_err(storage)?;
-        let (_, first_seq, part) = part_key.value();
-        counts.parts += 1;
-        if block.as_ref().is_some_and(|b| b.first_seq != first_seq) {
-            if let Some(decoded) = block.take().and_then(|stored| ahead.push(stored)) {
-                walk.block(&decoded);
-                ahead.recycle(decoded);
-                walk.check_kept(fetch_kept)?;
-            }
-        }
-        let stored = match &mut block {
-            Some(stored) => stored,
-            None => block.insert(Stored {
-                first_seq,
-                bytes: ahead.buffer(),
-                dense: true,
-            }),
-        };
-        stored.dense &= part == stored.bytes.len().div_ceil(blocks::BLOCK_PART_BYTES) as u32;
-        stored.bytes.extend_from_slice(bytes.value());
-    }
-    if let Some(decoded) = block.take().and_then(|stored| ahead.push(stored)) {
-        walk.block(&decoded);
-        ahead.recycle(decoded);
-        walk.check_kept(fetch_kept)?;
-    }
-    while let Some(decoded) = ahead.next() {
-        walk.block(&decoded);
-        ahead.recycle(decoded);
-        walk.check_kept(fetch_kept)?;
-    }
+    // The blocks first, each read and decoded ahead of the walk (`decode_ahead`).
+    counts.parts = blocks_ahead.session(key, |decoded| {
+        walk.block(decoded);
+        walk.check_kept(fetch_kept)
+    })?;
     let events = txn.open_table(EVENTS).map_err(table)?;
     for entry in events.range((key, 0)..=(key, u64::MAX)).map_err(storage)? {
         let (stored_key, bytes) = entry.map_err(storage)?;
