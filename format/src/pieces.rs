@@ -221,7 +221,7 @@ mod tests {
     use crate::binary;
 
     fn sample() -> Pieces {
-        ["He", "llo", "", " wörld"].into_iter().collect()
+        ["He", "llo", "", " w\u{f6}rld"].into_iter().collect()
     }
 
     #[test]
@@ -230,31 +230,34 @@ mod tests {
         assert_eq!(pieces.len(), 4);
         assert_eq!(pieces.get(0), Some("He"));
         assert_eq!(pieces.get(2), Some(""));
-        assert_eq!(pieces.get(3), Some(" wörld"));
+        assert_eq!(pieces.get(3), Some(" w\u{f6}rld"));
         assert_eq!(pieces.get(4), None);
         assert_eq!(
             pieces.iter().collect::<Vec<_>>(),
-            ["He", "llo", "", " wörld"]
+            ["He", "llo", "", " w\u{f6}rld"]
         );
         assert_eq!(
             pieces.iter().rev().collect::<Vec<_>>(),
-            ["He", "llo", "", " wörld"]
+            ["He", "llo", "", " w\u{f6}rld"]
                 .iter()
                 .rev()
                 .copied()
                 .collect::<Vec<_>>()
         );
-        assert_eq!(pieces.joined(), "Hello wörld");
-        assert_eq!(format!("{pieces:?}"), r#"["He", "llo", "", " wörld"]"#);
+        assert_eq!(pieces.joined(), "Hello w\u{f6}rld");
+        assert_eq!(
+            format!("{pieces:?}"),
+            "[\"He\", \"llo\", \"\", \" w\u{f6}rld\"]"
+        );
         // The same text cut elsewhere is other pieces.
-        let other: Pieces = ["Hel", "lo", "", " wörld"].into_iter().collect();
+        let other: Pieces = ["Hel", "lo", "", " w\u{f6}rld"].into_iter().collect();
         assert_ne!(pieces, other);
         assert!(Pieces::new().is_empty());
     }
 
     #[test]
     fn json_and_binary_are_those_of_a_vec_of_strings() {
-        let vec: Vec<String> = ["He", "llo", "", " wörld"].map(String::from).to_vec();
+        let vec: Vec<String> = ["He", "llo", "", " w\u{f6}rld"].map(String::from).to_vec();
         let pieces = sample();
         let json = serde_json::to_string(&pieces).unwrap();
         assert_eq!(json, serde_json::to_string(&vec).unwrap());
