@@ -2,7 +2,8 @@
 //!
 //! Each round hands every store the same `batches_per_round` batches of each session; the
 //! stores take turns within a round (the order rotates per round) so machine noise hits all
-//! alike. sessionlog appends through `Store::append` for one session and through
+//! alike, and the cells of one batch size take their rounds in turns (`append_cells`), since
+//! group commit compares them with each other. sessionlog appends through `Store::append` for one session and through
 //! `engine::log_service::LogService` (group commit: one WAL fsync per drained group) for more;
 //! every baseline runs one thread per session, each fsyncing (or committing) its own batches.
 
@@ -27,90 +28,155 @@ pub struct AppendShape {
     pub batches_per_round: usize,
 }
 
-/// Runs one append cell under `dir` (which it fills with one store per side).
-pub fn append_cell(dir: &Path, shape: AppendShape) -> Cell {
-    let batches_total = shape.rounds * shape.batches_per_round;
-    let n_events = (batches_total * shape.batch_events) as u64;
-    let sessions: Vec<_> = (0..shape.n_sessions)
-        .map(|s| session_events(100 + s as u64, n_events))
-        .collect();
-    let headers: Vec<_> = sessions.iter().map(|(h, _)| h.clone()).collect();
-    let batches: Vec<Vec<Vec<Event>>> = sessions
+/// Runs the append cells of `shapes` under `dir` (one subfolder and one store per side
+/// each), their rounds in turns: round `r` of every cell before round `r + 1` of any. The
+/// cells of one batch size (1, 4 and 16 sessions) are compared with each other (group commit,
+/// a ratio of two cells), so they are measured over the same minutes: a disk that slows for a
+/// while slows all of them alike, as the stores within a cell already take turns.
+pub fn append_cells(dir: &Path, shapes: &[AppendShape]) -> Vec<Cell> {
+    let mut runs: Vec<AppendRun> = shapes
         .iter()
-        .map(|(_, events)| {
-            events
-                .chunks(shape.batch_events)
-                .map(<[Event]>::to_vec)
-                .collect()
+        .map(|shape| {
+            let sub = dir.join(format!(
+                "append-{}-{}",
+                shape.batch_events, shape.n_sessions
+            ));
+            AppendRun::new(&sub, *shape)
         })
         .collect();
-    drop(sessions);
+    let n_rounds = shapes.iter().map(|s| s.rounds).max().unwrap_or(0);
+    for round in 0..n_rounds {
+        for run in runs.iter_mut().filter(|run| round < run.shape.rounds) {
+            run.round(round);
+        }
+    }
+    runs.into_iter().map(AppendRun::finish).collect()
+}
 
-    let ours = Ours::create(&dir.join("sessionlog"), &headers);
-    let writers: Vec<Writer> = BASELINES
-        .iter()
-        .map(|b| {
-            let sub = dir.join(b.name());
-            std::fs::create_dir_all(&sub).expect("a baseline directory");
-            Writer::create(*b, &sub, &headers)
-        })
-        .collect();
-    let n_sides = 1 + writers.len();
-    let mut samples = vec![Vec::new(); n_sides];
-    let mut peaks = vec![0u64; n_sides];
-    for round in 0..shape.rounds {
+/// One append cell: its sessions' batches, one store per side, and the samples so far.
+struct AppendRun {
+    dir: std::path::PathBuf,
+    shape: AppendShape,
+    batches: Vec<Vec<Vec<Event>>>,
+    ours: Ours,
+    writers: Vec<Writer>,
+    samples: Vec<Vec<f64>>,
+    peaks: Vec<u64>,
+}
+
+impl AppendRun {
+    /// The cell's stores under `dir`, each with its sessions created.
+    fn new(dir: &Path, shape: AppendShape) -> AppendRun {
+        let batches_total = shape.rounds * shape.batches_per_round;
+        let n_events = (batches_total * shape.batch_events) as u64;
+        let sessions: Vec<_> = (0..shape.n_sessions)
+            .map(|s| session_events(100 + s as u64, n_events))
+            .collect();
+        let headers: Vec<_> = sessions.iter().map(|(h, _)| h.clone()).collect();
+        let batches: Vec<Vec<Vec<Event>>> = sessions
+            .iter()
+            .map(|(_, events)| {
+                events
+                    .chunks(shape.batch_events)
+                    .map(<[Event]>::to_vec)
+                    .collect()
+            })
+            .collect();
+        drop(sessions);
+        let ours = Ours::create(&dir.join("sessionlog"), &headers);
+        let writers: Vec<Writer> = BASELINES
+            .iter()
+            .map(|b| {
+                let sub = dir.join(b.name());
+                std::fs::create_dir_all(&sub).expect("a baseline directory");
+                Writer::create(*b, &sub, &headers)
+            })
+            .collect();
+        let n_sides = 1 + writers.len();
+        AppendRun {
+            dir: dir.to_owned(),
+            shape,
+            batches,
+            ours,
+            writers,
+            samples: vec![Vec::new(); n_sides],
+            peaks: vec![0; n_sides],
+        }
+    }
+
+    /// Round `round`: every side appends the round's batches of every session, the sides
+    /// taking turns in an order that rotates per round.
+    fn round(&mut self, round: usize) {
+        let shape = self.shape;
+        let n_sides = 1 + self.writers.len();
         let range = round * shape.batches_per_round..(round + 1) * shape.batches_per_round;
-        let slices: Vec<&[Vec<Event>]> = batches.iter().map(|b| &b[range.clone()]).collect();
+        let slices: Vec<&[Vec<Event>]> = self.batches.iter().map(|b| &b[range.clone()]).collect();
         for turn in 0..n_sides {
             let side = (turn + round) % n_sides;
             let run = if side == 0 {
                 let owned: Vec<Vec<Vec<Event>>> = slices.iter().map(|s| s.to_vec()).collect();
-                measure(|| ours.append_round(owned))
+                measure(|| self.ours.append_round(owned))
             } else {
-                measure(|| baseline_round(&writers[side - 1], &slices))
+                measure(|| baseline_round(&self.writers[side - 1], &slices))
             };
             let n_batches = (shape.n_sessions * shape.batches_per_round) as f64;
-            samples[side].push(n_batches / run.seconds);
-            peaks[side] = peaks[side].max(run.peak_kib);
+            self.samples[side].push(n_batches / run.seconds);
+            self.peaks[side] = self.peaks[side].max(run.peak_kib);
         }
     }
-    let stat = |side: usize| Stat::new(samples[side].clone(), peaks[side]);
-    let targets = if shape.batch_events > 1 {
-        vec![
-            Target {
-                against: "sqlite",
-                bound: Bound::AtLeast(1.0),
-            },
-            Target {
+
+    /// The cell; its stores are closed and their folder removed.
+    fn finish(self) -> Cell {
+        let AppendRun {
+            dir,
+            shape,
+            samples,
+            peaks,
+            ours,
+            writers,
+            batches,
+        } = self;
+        drop((ours, writers, batches));
+        super::remove(&dir);
+        let stat = |side: usize| Stat::new(samples[side].clone(), peaks[side]);
+        let targets = if shape.batch_events > 1 {
+            vec![
+                Target {
+                    against: "sqlite",
+                    bound: Bound::AtLeast(1.0),
+                },
+                Target {
+                    against: "jsonl",
+                    bound: Bound::AtLeast(0.8),
+                },
+            ]
+        } else {
+            vec![Target {
                 against: "jsonl",
                 bound: Bound::AtLeast(0.8),
-            },
-        ]
-    } else {
-        vec![Target {
-            against: "jsonl",
-            bound: Bound::AtLeast(0.8),
-        }]
-    };
-    Cell {
-        workload: "append",
-        params: params(&[
-            ("batchEvents", shape.batch_events as u64),
-            ("sessions", shape.n_sessions as u64),
-        ]),
-        unit: "batches/s",
-        higher_is_better: true,
-        ours: stat(0),
-        baselines: BASELINES
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.name(), stat(i + 1)))
-            .collect(),
-        targets,
-        note: format!(
-            "median of {} rounds of {} batches per session; all sessions' batches/s",
-            shape.rounds, shape.batches_per_round
-        ),
+            }]
+        };
+        Cell {
+            workload: "append",
+            params: params(&[
+                ("batchEvents", shape.batch_events as u64),
+                ("sessions", shape.n_sessions as u64),
+            ]),
+            unit: "batches/s",
+            higher_is_better: true,
+            ours: stat(0),
+            baselines: BASELINES
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (b.name(), stat(i + 1)))
+                .collect(),
+            targets,
+            note: format!(
+                "median of {} rounds of {} batches per session, taken in turns with the other \
+                 session counts of this batch size; all sessions' batches/s",
+                shape.rounds, shape.batches_per_round
+            ),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 use sessionlog_format::FormatVersion;
 
-use self::append::{append_cell, AppendShape};
+use self::append::{append_cells, AppendShape};
 use self::report::{Bound, Cell, Summary};
 use self::session::{session_cells, SessionShape};
 
@@ -108,18 +108,17 @@ pub fn run(config: &Config, dir: &Path) -> Vec<Cell> {
     let mut cells = Vec::new();
     let runs_group = |g: &str| config.groups.iter().any(|x| x == g);
     for batch_events in [1, 10, 100].into_iter().filter(|_| runs_group("append")) {
-        for n_sessions in [1, 4, 16] {
-            eprintln!("append: batches of {batch_events}, {n_sessions} sessions");
-            let sub = dir.join(format!("append-{batch_events}-{n_sessions}"));
-            let shape = AppendShape {
+        eprintln!("append: batches of {batch_events}, 1, 4 and 16 sessions in turns");
+        let shapes: Vec<AppendShape> = [1, 4, 16]
+            .into_iter()
+            .map(|n_sessions| AppendShape {
                 batch_events,
                 n_sessions,
                 rounds: config.append_rounds,
                 batches_per_round: config.append_batches_per_round,
-            };
-            cells.push(append_cell(&sub, shape));
-            remove(&sub);
-        }
+            })
+            .collect();
+        cells.extend(append_cells(dir, &shapes));
     }
     for &n_events in config.scales.iter().filter(|_| runs_group("session")) {
         eprintln!("session workloads: {n_events} events");
