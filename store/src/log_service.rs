@@ -382,6 +382,13 @@ fn writer_thread(store: &dyn LogStore, mut receiver: mpsc::Receiver<(AppendReque
             // A caller that stopped waiting does not undo a durable append.
             let _ = reply.send(result);
         }
+        // The replies just woke the callers, whose next batches are the next group; yielding
+        // once lets their tasks queue them before this thread drains the queue again. Without
+        // it the next group was mostly the one batch that came first, and the group after it
+        // the rest: 16 sessions' batches of 1 ran at 3.9x-4.8x one session's rate, at
+        // 5.4x-8.2x with it (BENCHMARKS.md, optimisation log (append)). With nothing else to
+        // run it returns at once.
+        std::thread::yield_now();
     }
 }
 
