@@ -3,9 +3,10 @@
 //! Each round hands every store the same `batches_per_round` batches of each session; the
 //! stores take turns within a round (the order rotates per round) so machine noise hits all
 //! alike, and the cells of one batch size take their rounds in turns (`append_cells`), since
-//! group commit compares them with each other. sessionlog appends through `Store::append` for one session and through
-//! `engine::log_service::LogService` (group commit: one WAL fsync per drained group) for more;
-//! every baseline runs one thread per session, each fsyncing (or committing) its own batches.
+//! group commit compares them with each other. sessionlog appends through `Store::append` for
+//! one session and through `engine::log_service::LogService` (group commit: one WAL fsync per
+//! drained group) for more; every baseline runs one thread per session, each fsyncing (or
+//! committing) its own batches.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -473,9 +473,8 @@ mod tests {
         assert!(matches!(failed, Err(StoreError::Corrupt { reason }) if reason == "stop here"));
         assert!(matches!(ahead.mode, Mode::Stopped));
         let later = ahead.session(2, |_| Ok(()));
-        assert!(
-            matches!(later, Err(StoreError::Corrupt { reason }) if reason.contains("the block reader stopped"))
-        );
+        let stopped = "the block reader stopped";
+        assert!(matches!(later, Err(StoreError::Corrupt { reason }) if reason.contains(stopped)));
     }
 
     #[test]
