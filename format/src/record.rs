@@ -236,10 +236,22 @@ pub struct RecordHeader {
 /// Checks a record's length, crc, header fields and chain link; does not decode the body.
 pub fn check_record(record: &[u8], prev_chain: &ChainHash) -> Result<RecordHeader, RecordError> {
     let header = check_record_crc(record)?;
+    check_chain(record, &header, prev_chain)?;
+    Ok(header)
+}
+
+/// Checks that a record whose header was read already (`header`, from [`check_record_crc`]
+/// or [`read_header`]) follows `prev_chain`: its chain is the hash of `prev_chain` and the
+/// record's bytes after the chain.
+pub fn check_chain(
+    record: &[u8],
+    header: &RecordHeader,
+    prev_chain: &ChainHash,
+) -> Result<(), RecordError> {
     if chain_after(prev_chain, &record[CHAIN_END..]) != header.chain {
         return Err(RecordError::ChainMismatch);
     }
-    Ok(header)
+    Ok(())
 }
 
 /// Checks a record's length, crc and header fields, without its chain link.

@@ -313,19 +313,44 @@ where
     }
 }
 
-/// Checks a record read through [`Records::for_each`] and its link to `chain`: by hashing it
-/// when it came from the events table (`link` is `None`), by comparing `chain` with the chain
-/// it was rebuilt from when it came from a block. A record rebuilt from a block had its crc
-/// computed and checked by the block's decoder, so only its header fields are checked again.
+/// Checks a record read through [`Records::for_each`] and its link to `chain`
+/// ([`record_header`], then [`check_link_of`]).
 pub(crate) fn check_link(
     record: &[u8],
     chain: &ChainHash,
     link: Option<&ChainHash>,
 ) -> Result<RecordHeader, RecordError> {
+    let header = record_header(record, link)?;
+    check_link_of(record, &header, chain, link)?;
+    Ok(header)
+}
+
+/// The checked header of a record read through [`Records::for_each`]: its crc and header
+/// fields when it came from the events table (`link` is `None`); only its header fields when
+/// it was rebuilt from a block, whose decoder computed and checked its crc.
+pub(crate) fn record_header(
+    record: &[u8],
+    link: Option<&ChainHash>,
+) -> Result<RecordHeader, RecordError> {
     match link {
-        Some(prev_chain) if prev_chain == chain => record::read_header(record),
+        Some(_) => record::read_header(record),
+        None => record::check_record_crc(record),
+    }
+}
+
+/// The link of a record whose header was read by [`record_header`] to `chain`: by hashing it
+/// when it came from the events table (`link` is `None`), by comparing `chain` with the chain
+/// it was rebuilt from when it came from a block.
+pub(crate) fn check_link_of(
+    record: &[u8],
+    header: &RecordHeader,
+    chain: &ChainHash,
+    link: Option<&ChainHash>,
+) -> Result<(), RecordError> {
+    match link {
+        Some(prev_chain) if prev_chain == chain => Ok(()),
         Some(_) => Err(RecordError::ChainMismatch),
-        None => record::check_record(record, chain),
+        None => record::check_chain(record, header, chain),
     }
 }
 

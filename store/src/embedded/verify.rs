@@ -538,11 +538,7 @@ impl Walk {
         let resync = std::mem::take(&mut self.resync);
         // A record rebuilt from a block (`link`) had its crc computed and checked by the
         // block's decoder (`decode_ahead`); one from the events table is hashed here.
-        let header = match link {
-            Some(_) => record::read_header(bytes),
-            None => record::check_record_crc(bytes),
-        };
-        let header = match header {
+        let header = match blocks::record_header(bytes, link) {
             Ok(header) => header,
             Err(error) => {
                 let kind = match error {
@@ -560,7 +556,7 @@ impl Walk {
         };
         // The record after a lost block: its link cannot be checked, only what follows.
         if !resync {
-            if let Err(error) = blocks::check_link(bytes, &self.chain, link) {
+            if let Err(error) = blocks::check_link_of(bytes, &header, &self.chain, link) {
                 self.fault(seq, FaultKind::Chain, error.to_string());
             }
         }
