@@ -29,7 +29,7 @@ use sessionlog_format::block::{self, BLOCK_EVENTS_MAX, BLOCK_RAW_BYTES_TARGET};
 use sessionlog_format::record::ChainHash;
 
 use super::blocks::{self, corrupt, BLOCKS};
-use super::staged::Staged;
+use super::staged::{Staged, StagedRecord};
 
 /// The closing store seals a session's unsealed tail when it holds at least this much: a
 /// smaller block would compress poorly, and sessions that are opened for a few appends and
@@ -238,7 +238,7 @@ pub(crate) fn seal_session(
             };
             run
         };
-        let bytes = block::encode_block(first_seq, &chain_in, run.iter().map(Vec::as_slice))
+        let bytes = block::encode_block(first_seq, &chain_in, run.iter().map(StagedRecord::as_slice))
             .map_err(|e| corrupt(session, first_seq, format!("sealing: {e}")))?;
         let end_seq = first_seq + run.len() as u64;
         {
@@ -259,11 +259,11 @@ pub(crate) fn seal_session(
             txn.commit().map_err(storage)?;
             staged.forget_below(*key, end_seq);
         }
-        let run_bytes: usize = run.iter().map(Vec::len).sum();
+        let run_bytes: usize = run.iter().map(StagedRecord::len).sum();
         moved.fetch_add(run_bytes as u64, Ordering::SeqCst);
         sealed += 1;
         first_seq = end_seq;
-        chain_in.copy_from_slice(&run[run.len() - 1][4..36]);
+        chain_in.copy_from_slice(&run[run.len() - 1].as_slice()[4..36]);
     }
 }
 
@@ -282,8 +282,8 @@ fn full_run(
     key: u64,
     end: u64,
     tail_min: Option<usize>,
-) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
-    let mut run: Vec<Vec<u8>> = Vec::new();
+) -> Result<Option<Vec<StagedRecord>>, StoreError> {
+    let mut run: Vec<StagedRecord> = Vec::new();
     let mut run_bytes = 0usize;
     let range = events
         .range((key, end)..=(key, u64::MAX))
@@ -295,7 +295,7 @@ fn full_run(
             return Err(corrupt(session, expected, "sealing: the record is missing"));
         }
         run_bytes += bytes.value().len();
-        run.push(bytes.value().to_vec());
+        run.push(StagedRecord::owned(bytes.value()));
         if fills_block(run.len(), run_bytes) {
             return Ok(Some(run));
         }

@@ -19,7 +19,8 @@
 //! that was not acknowledged; a crash loses it, and the WAL replays it.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use redb::{Database, Durability};
 
@@ -30,11 +31,62 @@ use super::{lock, StoreError};
 /// block would otherwise wait for the durable point, up to a WAL's worth).
 pub(crate) const STAGED_BYTES_FLUSH: usize = 8 << 20;
 
+/// One staged record: a range of a buffer that the records of one append request share, so
+/// that staging a request makes one allocation, not one per record, and taking a run for a
+/// block copies no record. A buffer holds the records of one request of one session only, so
+/// it lives no longer than that session's oldest staged record of it: what a slow session
+/// stages never keeps another session's records in memory.
+#[derive(Debug, Clone)]
+pub(crate) struct StagedRecord {
+    shared: Arc<[u8]>,
+    start: u32,
+    end: u32,
+}
+
+impl StagedRecord {
+    /// The record at `range` of `shared`.
+    pub(crate) fn new(shared: &Arc<[u8]>, range: Range<usize>) -> StagedRecord {
+        assert!(range.start <= range.end && range.end <= shared.len());
+        let offset = |at: usize| u32::try_from(at).expect("a request's records are bounded");
+        StagedRecord {
+            shared: Arc::clone(shared),
+            start: offset(range.start),
+            end: offset(range.end),
+        }
+    }
+
+    /// A record of its own (read from the events table).
+    pub(crate) fn owned(bytes: &[u8]) -> StagedRecord {
+        StagedRecord::new(&Arc::from(bytes), 0..bytes.len())
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.shared[self.start as usize..self.end as usize]
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        (self.end - self.start) as usize
+    }
+}
+
+#[cfg(test)]
+impl StagedRecord {
+    pub(crate) fn shares_buffer_with(&self, other: &StagedRecord) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+
+impl PartialEq for StagedRecord {
+    fn eq(&self, other: &StagedRecord) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
 /// What one append group stages once its frame is synced.
 #[derive(Debug, Default)]
 pub(crate) struct StagedGroup {
     /// `(session key, seq, record)`, each session's in seq order.
-    records: Vec<(u64, u64, Vec<u8>)>,
+    records: Vec<(u64, u64, StagedRecord)>,
     /// `(session key, checkpoint record)`: the latest checkpoint.
     checkpoints: Vec<(u64, Vec<u8>)>,
     /// `(session key, next_seq, checkpoint record)`: kept checkpoints.
@@ -44,8 +96,8 @@ pub(crate) struct StagedGroup {
 }
 
 impl StagedGroup {
-    pub(crate) fn record(&mut self, key: u64, seq: u64, bytes: Vec<u8>) {
-        self.records.push((key, seq, bytes));
+    pub(crate) fn record(&mut self, key: u64, seq: u64, record: StagedRecord) {
+        self.records.push((key, seq, record));
     }
 
     pub(crate) fn checkpoint(&mut self, key: u64, bytes: Vec<u8>) {
@@ -68,7 +120,7 @@ impl StagedGroup {
 #[derive(Debug, Default)]
 struct SessionTail {
     first_seq: u64,
-    records: VecDeque<Vec<u8>>,
+    records: VecDeque<StagedRecord>,
 }
 
 #[derive(Debug, Default)]
@@ -88,7 +140,7 @@ impl Tail {
             && self.segments.is_empty()
     }
 
-    fn push_record(&mut self, key: u64, seq: u64, bytes: Vec<u8>) {
+    fn push_record(&mut self, key: u64, seq: u64, bytes: StagedRecord) {
         self.bytes += bytes.len();
         let tail = self.sessions.entry(key).or_insert_with(|| SessionTail {
             first_seq: seq,
@@ -137,6 +189,16 @@ impl Staged {
         tail.bytes
     }
 
+    /// Session `key`'s staged records, oldest first.
+    #[cfg(test)]
+    pub(crate) fn records_of(&self, key: u64) -> Vec<StagedRecord> {
+        let tail = lock(&self.tail);
+        tail.sessions
+            .get(&key)
+            .map(|session| session.records.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// The lock every move of staged records into redb holds (see [`Staged`]).
     pub(crate) fn flushing(&self) -> MutexGuard<'_, ()> {
         lock(&self.flushing)
@@ -169,7 +231,7 @@ impl Staged {
         &self,
         key: u64,
         from_seq: u64,
-        run: &mut Vec<Vec<u8>>,
+        run: &mut Vec<StagedRecord>,
         run_bytes: &mut usize,
         full: impl Fn(usize, usize) -> bool,
     ) -> bool {
@@ -263,12 +325,22 @@ mod tests {
         vec![seq as u8; 10 + seq as usize]
     }
 
+    /// The records of `seqs` as one request stages them: ranges of one shared buffer.
     fn group(key: u64, seqs: std::ops::Range<u64>) -> StagedGroup {
+        let joined: Vec<u8> = seqs.clone().flat_map(record).collect();
+        let shared: Arc<[u8]> = Arc::from(joined);
         let mut group = StagedGroup::default();
+        let mut start = 0;
         for seq in seqs {
-            group.record(key, seq, record(seq));
+            let end = start + record(seq).len();
+            group.record(key, seq, StagedRecord::new(&shared, start..end));
+            start = end;
         }
         group
+    }
+
+    fn records(seqs: std::ops::Range<u64>) -> Vec<StagedRecord> {
+        seqs.map(|seq| StagedRecord::owned(&record(seq))).collect()
     }
 
     fn bytes(seqs: std::ops::Range<u64>) -> usize {
@@ -290,7 +362,7 @@ mod tests {
         let mut run_bytes = 0;
         let full = staged.take_run(7, 2, &mut run, &mut run_bytes, |n, _| n == 4);
         assert!(full);
-        assert_eq!(run, (2..6).map(record).collect::<Vec<_>>());
+        assert_eq!(run, records(2..6));
         assert_eq!(run_bytes, bytes(2..6));
 
         // Not full: everything from the seq on; none before the tail's first seq.
@@ -305,7 +377,7 @@ mod tests {
         staged.forget_below(7, 6);
         let (mut run, mut run_bytes) = (Vec::new(), 0);
         assert!(!staged.take_run(7, 6, &mut run, &mut run_bytes, |_, _| false));
-        assert_eq!(run, (6..8).map(record).collect::<Vec<_>>());
+        assert_eq!(run, records(6..8));
         staged.forget_below(9, 100);
         let tail = lock(&staged.tail);
         assert_eq!(tail.bytes, bytes(6..8));
@@ -335,7 +407,7 @@ mod tests {
         let tail = lock(&newer.tail);
         let session = &tail.sessions[&1];
         assert_eq!(session.first_seq, 0);
-        assert_eq!(session.records, (0..5).map(record).collect::<VecDeque<_>>());
+        assert_eq!(session.records, records(0..5));
         assert_eq!(tail.sessions[&2].records.len(), 2);
         assert_eq!(tail.checkpoints[&2], b"new");
         assert_eq!(tail.kept, vec![(2, 1, b"kept-old".to_vec())]);

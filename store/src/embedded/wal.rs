@@ -209,6 +209,16 @@ impl FrameBuilder {
         self.n_entries == 0
     }
 
+    /// The payload's length so far: where the next entry starts.
+    pub(crate) fn payload_len(&self) -> usize {
+        self.payload.len()
+    }
+
+    /// The payload from `start` (a length [`FrameBuilder::payload_len`] gave) to its end.
+    pub(crate) fn payload_from(&self, start: usize) -> &[u8] {
+        &self.payload[start..]
+    }
+
     pub(crate) fn len_bytes(&self) -> usize {
         self.payload.len() + FRAME_HEADER_BYTES
     }
