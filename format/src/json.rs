@@ -354,6 +354,25 @@ mod tests {
         }
     }
 
+    // Goal: the lossless-JSON audit passes pieces (strings only) without walking them, and
+    // still refuses a float beside them; the pieces' JSON is the bare array.
+    // Method: audit pieces alone, then beside a negative zero; encode them.
+    #[test]
+    fn the_audit_skips_pieces_but_not_what_is_beside_them() {
+        let mut pieces = crate::Pieces::new();
+        pieces.push("a");
+        pieces.push("-0.0");
+        assert_eq!(super::check_serialize_lossless(&pieces), Ok(()));
+        let negative_zero = serde_json::Number::from_f64(-0.0).map(serde_json::Value::Number);
+        assert!(negative_zero.is_some());
+        let beside = (pieces.clone(), negative_zero);
+        assert_eq!(
+            super::check_serialize_lossless(&beside),
+            Err("negative zero is not lossless JSON".to_owned())
+        );
+        assert_eq!(serde_json::to_string(&pieces).unwrap(), r#"["a","-0.0"]"#);
+    }
+
     // Goal: JSON_DEPTH_MAX is exactly the depth the decoder accepts: that many nested arrays
     // decode, one more is refused with the recursion limit.
     #[test]
@@ -541,9 +560,13 @@ impl serde::Serializer for FloatAudit {
     }
     fn serialize_newtype_struct<T: serde::Serialize + ?Sized>(
         self,
-        _: &'static str,
+        name: &'static str,
         value: &T,
     ) -> Audit {
+        if name == crate::pieces::PIECES_NEWTYPE {
+            // Strings only: nothing a JSON text could not carry.
+            return Ok(());
+        }
         value.serialize(self)
     }
     fn serialize_newtype_variant<T: serde::Serialize + ?Sized>(
