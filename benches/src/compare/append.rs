@@ -6,7 +6,9 @@
 //! group commit compares them with each other. sessionlog appends through `Store::append` for
 //! one session and through `engine::log_service::LogService` (group commit: one WAL fsync per
 //! drained group) for more; every baseline runs one thread per session, each fsyncing (or
-//! committing) its own batches.
+//! committing) its own batches. sessionlog's turn ends when its sealer has done the work the
+//! turn's appends made due (`Store::settle`, timed with the turn): the blocks a turn fills are
+//! sealed in its own time, never in the next side's or the next cell's.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -237,6 +239,7 @@ impl Ours {
                 next += n;
             }
             next_seqs[0] = next;
+            self.store.settle();
             return;
         }
         let tasks: Vec<_> = sessions
@@ -262,5 +265,6 @@ impl Ours {
         for (idx, task) in tasks.into_iter().enumerate() {
             next_seqs[idx] = self.runtime.block_on(task).expect("the task");
         }
+        self.store.settle();
     }
 }

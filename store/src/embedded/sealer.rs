@@ -95,6 +95,8 @@ enum Work {
     Seal(Hint),
     /// Flush the staged tail into redb.
     Flush,
+    /// Reply once the work handed over before this is done.
+    Settle(Sender<()>),
 }
 
 /// The sealing thread and the channel that feeds it hints.
@@ -145,6 +147,16 @@ impl Sealer {
         }
     }
 
+    /// Waits until the thread has done the work handed to it so far; at once when it has
+    /// none or has stopped (a sealer that stops drops the reply).
+    pub(crate) fn settle(&self) {
+        let Some(hints) = &self.hints else { return };
+        let (reply, settled) = mpsc::channel();
+        if hints.send(Work::Settle(reply)).is_ok() {
+            let _ = settled.recv();
+        }
+    }
+
     /// Stops the thread after the work in hand, dropping hints not yet taken, and waits.
     pub(crate) fn stop(&mut self) {
         self.hints = None;
@@ -171,12 +183,15 @@ fn run(
         // Work that piled up while the last was done: each session once, one flush.
         let mut sessions = BTreeMap::new();
         let mut flush = false;
+        // Replied to when this round's work is done (dropped unanswered on a failure).
+        let mut settles = Vec::new();
         for work in std::iter::once(first).chain(receiver.try_iter()) {
             match work {
                 Work::Seal(hint) => {
                     sessions.insert(hint.key, hint);
                 }
                 Work::Flush => flush = true,
+                Work::Settle(reply) => settles.push(reply),
             }
         }
         for hint in sessions.values() {
@@ -200,6 +215,9 @@ fn run(
                 poisoned.store(true, Ordering::SeqCst);
                 return;
             }
+        }
+        for reply in settles {
+            let _ = reply.send(());
         }
     }
 }
@@ -238,8 +256,9 @@ pub(crate) fn seal_session(
             };
             run
         };
-        let bytes = block::encode_block(first_seq, &chain_in, run.iter().map(StagedRecord::as_slice))
-            .map_err(|e| corrupt(session, first_seq, format!("sealing: {e}")))?;
+        let bytes =
+            block::encode_block(first_seq, &chain_in, run.iter().map(StagedRecord::as_slice))
+                .map_err(|e| corrupt(session, first_seq, format!("sealing: {e}")))?;
         let end_seq = first_seq + run.len() as u64;
         {
             let _flushing = staged.flushing();
