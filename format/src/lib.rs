@@ -67,6 +67,9 @@ pub use header::SessionHeader;
 pub use json::{check_lossless, Extra, JSON_DEPTH_MAX, SAFE_INTEGER_MAX};
 pub use message::{ContentBlock, Message, Source};
 pub use pieces::Pieces;
-pub use reader::{read_log, FrameSource, Log, LogReader, ReadOptions, Recovery, SnapshotMode};
+pub use reader::{
+    read_log, FrameSource, Log, LogReader, ReadOptions, Recovery, SnapshotMode,
+    PARALLEL_CHUNK_BYTES,
+};
 pub use version::{FormatVersion, FORMAT_VERSION_CURRENT, FORMAT_VERSION_NEWEST};
 pub use writer::{Compression, LogWriter, WriteError, WriterOptions};

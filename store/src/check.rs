@@ -73,12 +73,13 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
             return report;
         }
     };
-    // A log older than V4 is also migrated in memory below, so its rows are read ahead; a V4
-    // log's check is mostly decoding, which the hand-off would only slow (`read_ahead`).
+    // A log older than V4 is also migrated in memory below, so its rows are read ahead on a
+    // thread of their own (`read_ahead`); a V4 log's check is mostly decoding, which this
+    // thread and a helper share (`LogReader::parallel`).
     let reader = if reader.version() < FormatVersion::V4 {
         read_ahead(reader, path)
     } else {
-        reader
+        reader.parallel()
     };
     report.version = Some(reader.version().number());
     report.compressed = reader.compressed();

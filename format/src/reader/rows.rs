@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 
 use serde_json::Value;
 
+use super::parallel::Parallel;
 use super::ROW_SIZE_BYTES_MAX;
 use crate::error::{Fault, ReadError, Rule, Violation};
 use crate::frame::{FrameCorruption, FrameReader, TornFrame};
@@ -94,6 +95,8 @@ pub(super) struct Rows<R: Read> {
     line_no: u64,
     offset_bytes: u64,
     line: Vec<u8>,
+    /// The length of the last line read (without its newline), wherever it was read to.
+    line_len: usize,
     decoded_events: u64,
 }
 
@@ -106,6 +109,7 @@ impl<R: Read> Rows<R> {
             line_no: 0,
             offset_bytes: 0,
             line: Vec::new(),
+            line_len: 0,
             decoded_events: 0,
         }
     }
@@ -126,9 +130,20 @@ impl<R: Read> Rows<R> {
     }
 
     pub(super) fn read_line(&mut self) -> Result<LineRead, ReadError> {
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        let outcome = self.read_line_onto(&mut line);
+        self.line = line;
+        outcome
+    }
+
+    /// Reads the next line (without its newline) onto the end of `text`, as [`Rows::read_line`]
+    /// reads it into the stage's own buffer: the same outcomes, line numbers and offsets.
+    pub(super) fn read_line_onto(&mut self, text: &mut Vec<u8>) -> Result<LineRead, ReadError> {
         self.offset_bytes += self.line_len_consumed();
-        self.line.clear();
-        let outcome = read_bounded_line(self.source.buf_read(), &mut self.line);
+        let start = text.len();
+        let outcome = read_bounded_line(self.source.buf_read(), text, start);
+        self.line_len = text.len() - start;
         match outcome {
             Ok(read) => {
                 if !matches!(read, LineRead::Eof) {
@@ -145,7 +160,7 @@ impl<R: Read> Rows<R> {
         if self.line_no == 0 {
             0
         } else {
-            self.line.len() as u64 + 1
+            self.line_len as u64 + 1
         }
     }
 
@@ -165,8 +180,22 @@ impl<R: Read> Rows<R> {
         }
     }
 
+    /// The line number and byte offset of the last line read.
+    pub(super) fn position(&self) -> (u64, u64) {
+        (self.line_no, self.offset_bytes)
+    }
+
+    pub(super) fn version(&self) -> FormatVersion {
+        self.version
+    }
+
+    /// The snapshot mode, once the header, the options or the first row decided it.
+    pub(super) fn snapshot_mode(&self) -> Option<bool> {
+        self.snapshot
+    }
+
     /// Names the zstd frame that ended early, when the input is compressed and did.
-    fn torn_frame_message(&self) -> Option<String> {
+    pub(super) fn torn_frame_message(&self) -> Option<String> {
         let torn = self.source.torn()?;
         Some(format!(
             "end of file inside zstd frame {} (at byte offset {})",
@@ -180,12 +209,7 @@ impl<R: Read> Rows<R> {
             Err(error) => RowKind::Failed(error),
             Ok(LineRead::Complete) => self.decode(),
             Ok(LineRead::Eof) => RowKind::End(self.torn_frame_message()),
-            Ok(LineRead::Torn) => RowKind::Torn(self.torn_frame_message().unwrap_or_else(|| {
-                format!(
-                    "the last line is cut short at byte offset {} (no newline)",
-                    self.offset_bytes + self.line.len() as u64
-                )
-            })),
+            Ok(LineRead::Torn) => RowKind::Torn(self.torn_line_message()),
             Ok(LineRead::TooLong) => RowKind::TooLong,
         };
         RowItem {
@@ -193,6 +217,16 @@ impl<R: Read> Rows<R> {
             offset_bytes: self.offset_bytes,
             kind,
         }
+    }
+
+    /// What a torn last line (just read) is: the zstd frame cut short, or where the line is.
+    pub(super) fn torn_line_message(&self) -> String {
+        self.torn_frame_message().unwrap_or_else(|| {
+            format!(
+                "the last line is cut short at byte offset {} (no newline)",
+                self.offset_bytes + self.line_len as u64
+            )
+        })
     }
 
     fn decode(&mut self) -> RowKind {
@@ -213,10 +247,11 @@ impl<R: Read> Rows<R> {
     }
 }
 
-/// The stage, inline or on a thread of its own.
+/// The stage: inline, on a thread of its own, or decoding beside a helper thread.
 pub(super) enum RowStage<R: Read> {
     Inline(Rows<R>),
     Pipelined(Pipeline),
+    Parallel(Parallel<R>),
 }
 
 impl<R: Read> RowStage<R> {
@@ -224,10 +259,25 @@ impl<R: Read> RowStage<R> {
         match self {
             RowStage::Inline(rows) => rows.next_item(),
             RowStage::Pipelined(pipeline) => pipeline.next_item(),
+            RowStage::Parallel(parallel) => parallel.next_item(),
         }
     }
 
-    /// The stage moved to a thread of its own (a pipelined stage stays as it is).
+    /// The stage decoding its rows on this thread and a helper thread, in chunks of about
+    /// `chunk_bytes` of text (`parallel` module), when the log's rows decode independently;
+    /// else the stage as it was.
+    pub(super) fn parallel(self, chunk_bytes: usize) -> RowStage<R> {
+        match self {
+            RowStage::Inline(rows) => match Parallel::start(rows, chunk_bytes) {
+                Ok(parallel) => RowStage::Parallel(parallel),
+                Err(rows) => RowStage::Inline(rows),
+            },
+            other => other,
+        }
+    }
+
+    /// The stage moved to a thread of its own (a stage already off the inline path stays as
+    /// it is).
     ///
     /// # Panics
     ///
@@ -238,7 +288,7 @@ impl<R: Read> RowStage<R> {
     {
         let rows = match self {
             RowStage::Inline(rows) => rows,
-            pipelined @ RowStage::Pipelined(_) => return pipelined,
+            other => return other,
         };
         let (line_no, offset_bytes) = (rows.line_no, rows.offset_bytes);
         let (sender, receiver) = mpsc::sync_channel(PIPELINE_CHUNKS_AHEAD);
@@ -336,7 +386,12 @@ fn first_row_lacks_seq(line: &[u8]) -> bool {
     }
 }
 
-fn read_bounded_line(source: &mut dyn BufRead, line: &mut Vec<u8>) -> io::Result<LineRead> {
+/// Reads one line onto `line` after its first `start` bytes (which are another line's).
+fn read_bounded_line(
+    source: &mut dyn BufRead,
+    line: &mut Vec<u8>,
+    start: usize,
+) -> io::Result<LineRead> {
     loop {
         let available = match source.fill_buf() {
             Ok(available) => available,
@@ -344,7 +399,7 @@ fn read_bounded_line(source: &mut dyn BufRead, line: &mut Vec<u8>) -> io::Result
             Err(e) => return Err(e),
         };
         if available.is_empty() {
-            return Ok(if line.is_empty() {
+            return Ok(if line.len() == start {
                 LineRead::Eof
             } else {
                 LineRead::Torn
@@ -355,7 +410,7 @@ fn read_bounded_line(source: &mut dyn BufRead, line: &mut Vec<u8>) -> io::Result
                 line.extend_from_slice(&available[..newline_idx]);
                 source.consume(newline_idx + 1);
                 // The newline may come in the same chunk that takes the row over the limit.
-                if line.len() > ROW_SIZE_BYTES_MAX {
+                if line.len() - start > ROW_SIZE_BYTES_MAX {
                     return Ok(LineRead::TooLong);
                 }
                 return Ok(LineRead::Complete);
@@ -364,7 +419,7 @@ fn read_bounded_line(source: &mut dyn BufRead, line: &mut Vec<u8>) -> io::Result
                 let n = available.len();
                 line.extend_from_slice(available);
                 source.consume(n);
-                if line.len() > ROW_SIZE_BYTES_MAX {
+                if line.len() - start > ROW_SIZE_BYTES_MAX {
                     return Ok(LineRead::TooLong);
                 }
             }

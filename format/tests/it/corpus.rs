@@ -4,7 +4,7 @@ use std::fs::File;
 
 use sessionlog_format::{read_log, ReadError, ReadOptions};
 
-use crate::support::{assert_pipelined_reads_agree, fixtures_dir, manifest};
+use crate::support::{assert_staged_reads_agree, fixtures_dir, manifest};
 
 // Goal: accept every recording the manifest accepts and refuse the rest with a clear fault.
 // Method: read each file with the default (strict, auto-snapshot) options and compare with the
@@ -35,14 +35,15 @@ fn every_fixture_matches_the_manifest() {
 }
 
 // Goal: every recording of the corpus, valid or not, reads the same with the row stage on a
-// thread of its own (`LogReader::pipelined`) as inline, under every policy and mode.
+// thread of its own (`LogReader::pipelined`) and decoding beside a helper thread
+// (`LogReader::parallel`) as inline, under every policy and mode.
 #[test]
-fn every_fixture_reads_the_same_pipelined() {
+fn every_fixture_reads_the_same_staged() {
     let Some(dir) = fixtures_dir() else { return };
     for row in &manifest(&dir) {
         let bytes = std::fs::read(&row.path).expect("fixture is readable");
         let name = row.path.strip_prefix(&dir).unwrap().display().to_string();
-        assert_pipelined_reads_agree(&bytes, &name);
+        assert_staged_reads_agree(&bytes, &name);
     }
 }
 

@@ -7,7 +7,7 @@ use sessionlog_format::{
     read_log, Compression, FormatVersion, LogWriter, ReadOptions, Recovery, SnapshotMode,
 };
 
-use crate::support::assert_pipelined_reads_agree;
+use crate::support::assert_staged_reads_agree;
 
 fn generated(compression: Compression) -> Vec<u8> {
     generated_as(FormatVersion::V3, compression)
@@ -91,12 +91,14 @@ proptest! {
         read_every_way(&bytes);
     }
 
-    // Goal: the row stage on a thread of its own (`LogReader::pipelined`) reads every log as
-    // the inline one does: the same events, faults, lines, snapshot mode and withheld fault.
-    // Method: damaged logs of every generated version, raw and compressed, read both ways
-    // under every recovery policy and snapshot mode.
+    // Goal: the row stage on a thread of its own (`LogReader::pipelined`) and the stage that
+    // decodes beside a helper thread (`LogReader::parallel`) read every log as the inline one
+    // does: the same events, faults, lines, snapshot mode and withheld fault.
+    // Method: damaged logs of every generated version, raw and compressed, read every way
+    // (the parallel one in chunks of one line and of a few lines) under
+    // every recovery policy and snapshot mode.
     #[test]
-    fn pipelined_reads_agree_with_inline_ones(
+    fn staged_reads_agree_with_inline_ones(
         damages in proptest::collection::vec(damage(), 0..4),
         zstd in any::<bool>(),
         version in prop_oneof![
@@ -111,7 +113,7 @@ proptest! {
         for d in &damages {
             apply(&mut bytes, d);
         }
-        assert_pipelined_reads_agree(&bytes, &format!("{version:?} {damages:?}"));
+        assert_staged_reads_agree(&bytes, &format!("{version:?} {damages:?}"));
     }
 
     // Goal: arbitrary bytes, and arbitrary lines after a valid header, never panic the reader.

@@ -293,22 +293,32 @@ impl std::io::Write for SharedBuf {
     }
 }
 
+/// How a [`read_trace`] reader runs its row stage.
+#[derive(Debug, Clone, Copy)]
+pub enum Stage {
+    Inline,
+    /// `LogReader::pipelined`.
+    Pipelined,
+    /// `LogReader::parallel_in_chunks` with chunks of this many bytes of text.
+    Parallel(usize),
+}
+
 /// Everything a reader of `bytes` yields, as text: each event (or error) with the reader's line
 /// after it, then the snapshot mode and the withheld fault. Equal texts mean equal reads.
 pub fn read_trace(
     bytes: &[u8],
     options: sessionlog_format::ReadOptions,
-    pipelined: bool,
+    stage: Stage,
 ) -> Vec<String> {
     let reader =
         match sessionlog_format::LogReader::new(std::io::Cursor::new(bytes.to_vec()), options) {
             Ok(reader) => reader,
             Err(error) => return vec![format!("open: {error:?}")],
         };
-    let mut reader = if pipelined {
-        reader.pipelined()
-    } else {
-        reader
+    let mut reader = match stage {
+        Stage::Inline => reader,
+        Stage::Pipelined => reader.pipelined(),
+        Stage::Parallel(chunk_bytes) => reader.parallel_in_chunks(chunk_bytes),
     };
     let mut trace = Vec::new();
     while let Some(event) = reader.next_event() {
@@ -324,21 +334,25 @@ pub fn read_trace(
     trace
 }
 
-/// Asserts that a pipelined reader of `bytes` yields exactly what an inline one does, under
-/// every recovery policy and snapshot mode.
-pub fn assert_pipelined_reads_agree(bytes: &[u8], name: &str) {
+/// Asserts that pipelined and parallel readers of `bytes` (the latter in chunks of one line and
+/// of a few lines) yield exactly what an inline one does, under every
+/// recovery policy and snapshot mode.
+pub fn assert_staged_reads_agree(bytes: &[u8], name: &str) {
     use sessionlog_format::{ReadOptions, Recovery, SnapshotMode};
+    let stages = [Stage::Pipelined, Stage::Parallel(1), Stage::Parallel(4096)];
     for recovery in [Recovery::Strict, Recovery::Recoverable] {
         for snapshot in [SnapshotMode::Auto, SnapshotMode::On, SnapshotMode::Off] {
             let options = ReadOptions { recovery, snapshot };
-            let inline = read_trace(bytes, options, false);
-            let pipelined = read_trace(bytes, options, true);
-            assert!(
-                inline == pipelined,
-                "{name} {options:?}: inline and pipelined reads differ\ninline:    {:?}\npipelined: {:?}",
-                inline.iter().zip(&pipelined).find(|(a, b)| a != b),
-                (inline.len(), pipelined.len())
-            );
+            let inline = read_trace(bytes, options, Stage::Inline);
+            for stage in stages {
+                let staged = read_trace(bytes, options, stage);
+                assert!(
+                    inline == staged,
+                    "{name} {options:?}: inline and {stage:?} reads differ\ninline: {:?}\nstaged: {:?}",
+                    inline.iter().zip(&staged).find(|(a, b)| a != b),
+                    (inline.len(), staged.len())
+                );
+            }
         }
     }
 }
