@@ -415,6 +415,7 @@ struct Tally {
 #[test]
 fn mutants_are_refused_alike_everywhere() {
     let mut sources = corpus_sources();
+    let from_corpus = !sources.is_empty();
     sources.extend(
         GENERATED
             .iter()
@@ -532,5 +533,8 @@ fn mutants_are_refused_alike_everywhere() {
     for (rule, n) in &tally.by_rule {
         println!("mutants refused with [{rule}]: {n}");
     }
-    assert!(tally.mutants >= 1_000, "only {} mutants", tally.mutants);
+    // The generated logs alone make about 450 mutants; the corpus, where it is beside the
+    // checkout, more than doubles them.
+    let floor = if from_corpus { 1_000 } else { 400 };
+    assert!(tally.mutants >= floor, "only {} mutants", tally.mutants);
 }
