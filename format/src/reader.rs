@@ -206,7 +206,8 @@ impl<R: Read> LogReader<R> {
     /// This reader with its rows decoded on its own thread and a helper thread, in chunks of
     /// about [`PARALLEL_CHUNK_BYTES`] of text read ahead: where decoding is most of the work (a
     /// V4 `check`) a log reads in about half the time on a machine with a core to spare
-    /// (BENCHMARKS.md, "Check"). The lines are still read on the caller's thread, so any input
+    /// (BENCHMARKS.md, "Check"), and a caller busy with other work (a migration) leaves most of
+    /// the decoding to the helper, as a pipelined reader would. The lines are still read on the caller's thread, so any input
     /// will do. Every event, fault and line number is the same as read inline. A log whose rows
     /// do not decode independently (packed V0/V1 rows, a normalized recording) and a reader
     /// already pipelined stay as they are, and so does every reader on a machine with one core.
@@ -216,6 +217,11 @@ impl<R: Read> LogReader<R> {
             return self;
         }
         self.parallel_in_chunks(PARALLEL_CHUNK_BYTES)
+    }
+
+    /// Whether the rows are decoded beside a helper thread ([`LogReader::parallel`] took).
+    pub fn is_parallel(&self) -> bool {
+        matches!(self.rows, RowStage::Parallel(_))
     }
 
     /// [`LogReader::parallel`] with chunks of about `chunk_bytes` of text, whatever the number

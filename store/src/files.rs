@@ -69,15 +69,18 @@ impl FrameSource for LogInput {
     }
 }
 
-/// `reader` with its row stage (reading and decoding rows) on a thread of its own, ahead of
-/// the admission ([`LogReader::pipelined`]), for a caller that migrates what it reads: its
-/// own thread then has about as much work as the decoding, and the two share the machine's
-/// cores. A caller that only checks the rules gains nothing from it (the hand-off costs about
-/// what it saves), nor does one that appends to the embedded store, whose sealer already
-/// takes the second core (BENCHMARKS.md, optimisation logs). Standard input is read inline,
-/// so that a reader dropped early never waits on a read that may block.
+/// `reader` with its rows decoded ahead of the admission, for a caller that migrates what it
+/// reads: its own thread then has about as much work as the decoding. Where the log's rows
+/// decode independently the caller's thread and a helper share the decoding
+/// ([`LogReader::parallel`]: the caller's thread decodes a chunk only when the helper has not
+/// taken it, so a busy caller leaves most of it to the helper); else the row stage runs on a
+/// thread of its own ([`LogReader::pipelined`]), except for standard input, read inline so
+/// that a reader dropped early never waits on a read that may block. A caller that appends to
+/// the embedded store gains nothing from either, its sealer already taking the second core
+/// (BENCHMARKS.md, optimisation logs).
 pub fn read_ahead(reader: LogReader<LogInput>, path: &Path) -> LogReader<LogInput> {
-    if is_stdin(path) {
+    let reader = reader.parallel();
+    if reader.is_parallel() || is_stdin(path) {
         reader
     } else {
         reader.pipelined()
