@@ -61,7 +61,9 @@ pub fn import_file(
     }
     // A first pass reads the whole log under every rule, writing nothing, so that a log
     // refused anywhere (a relationship rule may only fail at its end) creates no session.
-    let mut check = open_log(path, options)?;
+    // It only checks, so its rows are decoded on two threads (`LogReader::parallel`); the
+    // appending pass stays inline, the sealer taking the second core.
+    let mut check = open_log(path, options)?.parallel();
     while let Some(event) = check.next_event() {
         event.map_err(|source| Error::Read {
             path: path.to_owned(),
