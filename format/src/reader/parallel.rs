@@ -197,7 +197,7 @@ impl<R: Read> Parallel<R> {
             {
                 let window = lock(&self.shared);
                 if window.slots.len() >= WINDOW_CHUNKS
-                    || window.text_bytes >= WINDOW_CHUNKS * self.chunk_bytes
+                    || window.text_bytes >= WINDOW_CHUNKS.saturating_mul(self.chunk_bytes)
                 {
                     return;
                 }
@@ -219,8 +219,11 @@ impl<R: Read> Parallel<R> {
     /// number, offset and outcome are the inline stage's (`Rows::next_item`).
     fn read_chunk(&mut self) -> Chunk {
         let mut chunk = Chunk {
-            // Room for the chunk's last line too, most of the time: no reallocation.
-            text: Vec::with_capacity(self.chunk_bytes.saturating_add(CHUNK_SLACK_BYTES)),
+            // Room for the chunk's last line too, most of the time: no reallocation (a chunk
+            // size a caller set larger than the default grows as it fills).
+            text: Vec::with_capacity(
+                self.chunk_bytes.min(PARALLEL_CHUNK_BYTES) + CHUNK_SLACK_BYTES,
+            ),
             lines: Vec::new(),
         };
         while chunk.text.len() < self.chunk_bytes && !self.ended {

@@ -126,3 +126,18 @@ proptest! {
         read_every_way(&with_header);
     }
 }
+
+// Goal: the parallel stage takes any chunk size a caller gives, the largest too (one chunk for
+// the whole log, its buffer growing as it fills), and reads as the inline stage does.
+// Method: a generated V4 log, raw and compressed, read inline and in chunks of `usize::MAX`.
+#[test]
+fn a_parallel_reader_takes_any_chunk_size() {
+    use crate::support::{read_trace, Stage};
+    for compression in [Compression::None, Compression::Zstd] {
+        let bytes = generated_as(FormatVersion::V4, compression);
+        let options = ReadOptions::default();
+        let inline = read_trace(&bytes, options, Stage::Inline);
+        assert!(inline.len() > 300, "{}", inline.len());
+        assert_eq!(inline, read_trace(&bytes, options, Stage::Parallel(usize::MAX)));
+    }
+}
