@@ -138,6 +138,9 @@ fn a_parallel_reader_takes_any_chunk_size() {
         let options = ReadOptions::default();
         let inline = read_trace(&bytes, options, Stage::Inline);
         assert!(inline.len() > 300, "{}", inline.len());
-        assert_eq!(inline, read_trace(&bytes, options, Stage::Parallel(usize::MAX)));
+        assert_eq!(
+            inline,
+            read_trace(&bytes, options, Stage::Parallel(usize::MAX))
+        );
     }
 }
