@@ -95,6 +95,16 @@ impl Block {
         Some(&self.records[start..end])
     }
 
+    /// The number of records.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether the block holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
     /// Every record with its seq, in order.
     pub fn records(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());

@@ -480,14 +480,16 @@ impl Walk {
     /// Walks a sealed block (its parts joined, decoded by [`super::decode_ahead::decode`]): each of
     /// its records as [`Walk::record`] does. A block that cannot be decoded is one fault at its
     /// first seq, covering the seqs its header names when it can be read.
-    fn block(&mut self, decoded: &Decoded) {
+    fn block(&mut self, decoded: &mut Decoded) {
         let first_seq = decoded.stored.first_seq;
         self.check_seq(first_seq);
         match &decoded.block {
             Ok(block) => {
                 let mut prev_chain = block.header.chain_in;
-                for (seq, record) in block.records() {
-                    self.record_linked(seq, record, Some(&prev_chain));
+                for (index, (seq, record)) in block.records().enumerate() {
+                    // A body the block's reader decoded ahead is the one this record gives.
+                    let body = decoded.bodies.take(index, block.len());
+                    self.record_linked(seq, record, Some(&prev_chain), body);
                     prev_chain.copy_from_slice(&record[4..36]);
                 }
             }
@@ -527,12 +529,20 @@ impl Walk {
     }
 
     pub(crate) fn record(&mut self, seq: u64, bytes: &[u8]) {
-        self.record_linked(seq, bytes, None);
+        self.record_linked(seq, bytes, None, None);
     }
 
     /// [`Walk::record`]; `link` is the chain a record rebuilt from a block was rebuilt from,
-    /// which stands in for hashing the record again (see `blocks::Records::for_each`).
-    fn record_linked(&mut self, seq: u64, bytes: &[u8], link: Option<&ChainHash>) {
+    /// which stands in for hashing the record again (see `blocks::Records::for_each`), and
+    /// `body` the event its body decoded to, when the block's reader decoded it ahead (the
+    /// same call on the same bytes: `decode_ahead::Decoded::decode_one_body`).
+    fn record_linked(
+        &mut self,
+        seq: u64,
+        bytes: &[u8],
+        link: Option<&ChainHash>,
+        body: Option<sessionlog_format::Event>,
+    ) {
         self.check_seq(seq);
         self.expected_seq = seq + 1;
         let resync = std::mem::take(&mut self.resync);
@@ -561,7 +571,11 @@ impl Walk {
             }
         }
         self.chain = header.chain;
-        let event = match record::decode_checked_body(bytes, &header, seq) {
+        let decoded = match body {
+            Some(event) => Ok(event),
+            None => record::decode_checked_body(bytes, &header, seq),
+        };
+        let event = match decoded {
             Ok(event) => event,
             Err(error) => {
                 self.fault(seq, FaultKind::Decode, error.to_string());
