@@ -207,10 +207,11 @@ impl<R: Read> LogReader<R> {
     /// about [`PARALLEL_CHUNK_BYTES`] of text read ahead: where decoding is most of the work (a
     /// V4 `check`) a log reads in about half the time on a machine with a core to spare
     /// (BENCHMARKS.md, "Check"), and a caller busy with other work (a migration) leaves most of
-    /// the decoding to the helper, as a pipelined reader would. The lines are still read on the caller's thread, so any input
-    /// will do. Every event, fault and line number is the same as read inline. A log whose rows
-    /// do not decode independently (packed V0/V1 rows, a normalized recording) and a reader
-    /// already pipelined stay as they are, and so does every reader on a machine with one core.
+    /// the decoding to the helper, as a pipelined reader would. The lines are still read on the
+    /// caller's thread, so any input will do. Every event, fault and line number is the same as
+    /// read inline. A log whose rows do not decode independently (packed V0/V1 rows, a
+    /// normalized recording) and a reader already pipelined stay as they are, and so does every
+    /// reader on a machine with one core.
     pub fn parallel(self) -> LogReader<R> {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         if cores < 2 {

@@ -23,7 +23,6 @@ use std::thread::JoinHandle;
 use super::rows::{LineRead, RowItem, RowKind, Rows};
 use super::ROW_SIZE_BYTES_MAX;
 use crate::row::{decode_row, RowContext};
-use crate::version::FormatVersion;
 
 /// Text the reader puts in one chunk (a longer row makes a chunk of its own).
 pub const PARALLEL_CHUNK_BYTES: usize = 256 << 10;
@@ -332,7 +331,7 @@ impl<R: Read> Rows<R> {
     /// The decoding context when this log's rows decode independently of one another (module
     /// docs): after the header and the snapshot mode are decided, and no packed rows.
     fn independent_rows(&self) -> Option<RowContext> {
-        let version: FormatVersion = self.version();
+        let version = self.version();
         match self.snapshot_mode() {
             Some(false) if !version.has_packed_rows() => Some(RowContext {
                 version,

@@ -56,8 +56,8 @@ impl Decoded {
 
     /// Decodes the body of the last record whose body is not decoded yet, exactly as the walk
     /// would (`record::read_header`, then `record::decode_checked_body` at its seq); false when
-    /// every record's body is decoded, [`BODIES_AHEAD_MAX`] are, or the block is not. A record whose header or body does
-    /// not decode is left to the walk, which reports it.
+    /// every record's body is decoded, [`BODIES_AHEAD_MAX`] are, or the block is not. A record
+    /// whose header or body does not decode is left to the walk, which reports it.
     fn decode_one_body(&mut self) -> bool {
         let Ok(block) = &self.block else {
             return false;
