@@ -225,6 +225,44 @@ pub fn summaries(cells: &[Cell]) -> Vec<Summary> {
             growth.map_or("-".into(), |g| format!("{g:.0}"))
         ),
     });
+    // #23's absolute bounds, at the largest figure over the scales run.
+    let largest = |workload: &str, of: &dyn Fn(&Cell) -> f64| {
+        let most = scaled(workload)
+            .into_iter()
+            .max_by(|a, b| of(a).total_cmp(&of(b)));
+        let at = most
+            .and_then(|c| c.param("events"))
+            .map_or("-".to_owned(), |n| n.to_string());
+        (most.map(of), at)
+    };
+    let peak_mib = |c: &Cell| c.ours.peak_kib as f64 / 1024.0;
+    for (name, workload, max_mib) in [
+        (
+            "import peak RSS (MiB), largest over the scales",
+            "import",
+            256.0,
+        ),
+        (
+            "verify peak RSS (MiB), largest over the scales",
+            "verify",
+            64.0,
+        ),
+    ] {
+        let (value, at) = largest(workload, &peak_mib);
+        out.push(Summary {
+            name,
+            value,
+            bound: Bound::AtMost(max_mib),
+            note: format!("at {at} events; the operation's own process"),
+        });
+    }
+    let (value, at) = largest("cold-open-derive", &|c: &Cell| c.ours.median() * 1e3);
+    out.push(Summary {
+        name: "cold open + derive (ms), slowest over the scales",
+        value,
+        bound: Bound::AtMost(50.0),
+        note: format!("at {at} events; median of the runs"),
+    });
     out
 }
 
@@ -248,4 +286,54 @@ pub fn machine() -> Value {
         "allocator": "mimalloc",
         "debugAssertions": cfg!(debug_assertions),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::report::{params, Stat};
+
+    fn cell(workload: &'static str, n_events: u64, median: f64, peak_mib: u64) -> Cell {
+        Cell {
+            workload,
+            params: params(&[("events", n_events)]),
+            unit: "s",
+            higher_is_better: false,
+            ours: Stat::new(vec![median], peak_mib * 1024),
+            baselines: Vec::new(),
+            targets: Vec::new(),
+            note: String::new(),
+        }
+    }
+
+    fn summary<'s>(summaries: &'s [Summary], name: &str) -> &'s Summary {
+        summaries
+            .iter()
+            .find(|s| s.name.starts_with(name))
+            .unwrap_or_else(|| panic!("no summary {name}"))
+    }
+
+    #[test]
+    fn the_absolute_bounds_take_the_largest_figure_over_the_scales() {
+        let cells = [
+            cell("import", 1_000, 0.1, 300),
+            cell("import", 1_000_000, 9.0, 200),
+            cell("verify", 1_000, 0.1, 20),
+            cell("verify", 1_000_000, 3.0, 60),
+            cell("cold-open-derive", 1_000, 0.004, 20),
+            cell("cold-open-derive", 1_000_000, 0.051, 30),
+        ];
+        let found = summaries(&cells);
+        let import = summary(&found, "import peak RSS");
+        assert_eq!(import.value, Some(300.0));
+        assert_eq!(import.met(), Some(false));
+        assert!(import.note.starts_with("at 1000 events"), "{}", import.note);
+        let verify = summary(&found, "verify peak RSS");
+        assert_eq!((verify.value, verify.met()), (Some(60.0), Some(true)));
+        let open = summary(&found, "cold open + derive");
+        assert_eq!(open.met(), Some(false));
+        assert!(open.note.starts_with("at 1000000 events"), "{}", open.note);
+        let none = summaries(&[]);
+        assert_eq!(summary(&none, "verify peak RSS").met(), None);
+    }
 }
