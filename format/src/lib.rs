@@ -55,6 +55,7 @@ pub mod seq_ranges;
 pub mod stream;
 pub mod surface;
 pub mod tokens;
+mod utf8;
 pub mod v4_rows;
 pub mod version;
 pub mod writer;

@@ -47,9 +47,9 @@ pub fn decode_row(line: &[u8], ctx: RowContext, expected_seq: u64) -> Result<Dec
     // whose error names the bad byte. For valid UTF-8 the two parsers are the same code and
     // give the same values and errors: a string's bytes lie between ASCII quotes and
     // backslashes, so each one is valid UTF-8 when the line is.
-    let raw = match std::str::from_utf8(line) {
-        Ok(text) => parse_row(serde_json::Deserializer::from_str(text), visitor),
-        Err(_) => parse_row(serde_json::Deserializer::from_slice(line), visitor),
+    let raw = match crate::utf8::text(line) {
+        Some(text) => parse_row(serde_json::Deserializer::from_str(text), visitor),
+        None => parse_row(serde_json::Deserializer::from_slice(line), visitor),
     };
     let raw = raw.map_err(|e| {
         let rule = if e.is_syntax() || e.is_eof() {

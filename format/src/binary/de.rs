@@ -122,7 +122,7 @@ impl<'de> Reader<'de> {
         let offset_bytes = self.offset();
         let bytes = &self.input[self.pos..self.pos + size_bytes];
         self.pos += size_bytes;
-        std::str::from_utf8(bytes).map_err(|_| BinaryError::InvalidUtf8 { offset_bytes })
+        crate::utf8::text(bytes).ok_or(BinaryError::InvalidUtf8 { offset_bytes })
     }
 
     /// Checks a string body without producing the `&str`: ASCII, the common case, is checked
@@ -133,7 +133,7 @@ impl<'de> Reader<'de> {
         let offset_bytes = self.offset();
         let bytes = &self.input[self.pos..self.pos + size_bytes];
         self.pos += size_bytes;
-        if bytes.is_ascii() || std::str::from_utf8(bytes).is_ok() {
+        if bytes.is_ascii() || crate::utf8::text(bytes).is_some() {
             return Ok(());
         }
         Err(BinaryError::InvalidUtf8 { offset_bytes })
