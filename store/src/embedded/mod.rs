@@ -27,7 +27,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableHandle,
+};
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::record;
 use sessionlog_format::{Event, SessionHeader};
@@ -103,8 +105,10 @@ pub struct Store {
     /// Bytes of records moved from the events table into blocks since the store was opened:
     /// about the pages that sealing freed.
     sealed_bytes: Arc<AtomicU64>,
-    /// Something was written since the open; a store only read is closed without a commit,
-    /// so that its file is left byte for byte as it was.
+    /// Something was written since the open. A store only read is closed without a commit of
+    /// ours (and its open made none when every table was there and took up a WAL holding
+    /// only its header as it was), so its WAL is left byte for byte as it was; redb's own
+    /// open and close still rewrite its header and allocator state.
     written: AtomicBool,
     /// The snapshot gate (see the `gate` module): a writer's, taken exclusively around each
     /// durable transition, or a snapshot reader's, held shared while it is open. Declared
@@ -421,13 +425,18 @@ impl Store {
     }
 
     /// Re-inserts the WAL's records that redb lost in a crash (a record already present must be
-    /// identical), makes redb durable, and empties the WAL.
+    /// identical), makes redb durable, and empties the WAL. A WAL that holds only its header
+    /// (a clean close) is taken up as it is: an open that then writes nothing leaves both
+    /// files as they were.
     fn replay(&self, entries: Vec<WalEntry>) -> Result<(), StoreError> {
-        self.replay_records(&entries)?;
         let mut wal = lock(&self.wal);
-        wal.as_mut()
-            .expect("a writable store has its WAL")
-            .restart()
+        let wal = wal.as_mut().expect("a writable store has its WAL");
+        if entries.is_empty() && wal.holds_only_its_header() {
+            wal.resume_empty();
+            return Ok(());
+        }
+        self.replay_records(&entries)?;
+        wal.restart()
     }
 
     /// Inserts the WAL's records into redb (in memory, for a read-only store) in one durable
@@ -541,6 +550,11 @@ impl Store {
     }
 
     fn init_tables(&self) -> Result<(), StoreError> {
+        if self.tables_ready()? {
+            // Nothing to create or rewrite: no commit, so an open that writes nothing else
+            // leaves the file as it was.
+            return Ok(());
+        }
         let txn = self.db.begin_write().map_err(StoreError::storage)?;
         {
             let mut meta = txn.open_table(META).map_err(StoreError::storage)?;
@@ -572,6 +586,34 @@ impl Store {
             txn.open_table(BLOCKS).map_err(StoreError::storage)?;
         }
         txn.commit().map_err(StoreError::storage)
+    }
+
+    /// Whether every table exists and the meta record is current (a newer store version is
+    /// refused here as in [`Store::init_tables`]).
+    fn tables_ready(&self) -> Result<bool, StoreError> {
+        let txn = self.db.begin_read().map_err(StoreError::storage)?;
+        let names: Vec<String> = txn
+            .list_tables()
+            .map_err(StoreError::storage)?
+            .map(|table| table.name().to_owned())
+            .collect();
+        let needed = [
+            META.name(),
+            SESSIONS.name(),
+            EVENTS.name(),
+            CHECKPOINTS.name(),
+            KEPT_CHECKPOINTS.name(),
+            FACT_SEGMENTS.name(),
+            BLOCKS.name(),
+        ];
+        if !needed.iter().all(|name| names.iter().any(|n| n == name)) {
+            return Ok(false);
+        }
+        let meta = txn.open_table(META).map_err(StoreError::storage)?;
+        let Some(bytes) = meta.get(META_KEY).map_err(StoreError::storage)? else {
+            return Ok(false);
+        };
+        Ok(tables::check_meta(bytes.value())? >= tables::STORE_VERSION_BLOCKS)
     }
 
     /// The store's file.

@@ -599,6 +599,25 @@ impl Wal {
         Ok(())
     }
 
+    /// Whether the file is this build's header and nothing else, as a clean close leaves it
+    /// ([`Wal::cut_to_header`]): no frame of any generation, so a restart would make nothing
+    /// stale.
+    pub(crate) fn holds_only_its_header(&self) -> bool {
+        self.version == WAL_VERSION && self.file_len_bytes == HEADER_BYTES
+    }
+
+    /// Takes up a WAL that holds only its header as it is, without the restart's write: the
+    /// next frame goes where a restart would put it, in the header's generation, which no
+    /// frame in the file carries.
+    pub(crate) fn resume_empty(&mut self) {
+        assert!(
+            self.holds_only_its_header(),
+            "only a WAL without frames resumes"
+        );
+        self.last_frame = None;
+        self.end_bytes = FRAMES_START_BYTES;
+    }
+
     /// Cuts an empty WAL (right after a restart) back to its header, so that a closed store
     /// keeps no preallocated zeros on disk.
     pub(crate) fn cut_to_header(&mut self) -> Result<(), StoreError> {
