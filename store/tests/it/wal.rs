@@ -69,6 +69,23 @@ fn closed_store_keeps_only_the_wal_header() {
     assert_eq!(wal_len(&path), WAL_HEADER_BYTES);
 }
 
+/// A store holding session `a` (its opening, then titles up to seq `next_seq`), closed
+/// cleanly; returns its WAL's bytes, the header only.
+fn closed_session(path: &std::path::Path, next_seq: u64) -> Vec<u8> {
+    let store = Store::open(path).unwrap();
+    store.create_session(&header("a")).unwrap();
+    store.append("a", 0, opening()).unwrap();
+    if next_seq > 3 {
+        store
+            .append("a", 3, (3..next_seq).map(title).collect())
+            .unwrap();
+    }
+    drop(store);
+    let wal = std::fs::read(path.with_extension("redb.wal")).unwrap();
+    assert_eq!(wal.len() as u64, WAL_HEADER_BYTES);
+    wal
+}
+
 // Goal: a writable open that writes nothing leaves the WAL byte for byte as the clean close
 // left it: it takes up a WAL that holds only its header without restarting it (no new
 // generation, no sync), and commits nothing of its own to redb (every table is there). redb's
@@ -79,14 +96,8 @@ fn closed_store_keeps_only_the_wal_header() {
 fn a_writable_open_that_writes_nothing_leaves_the_wal_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
-    let store = Store::open(&path).unwrap();
-    store.create_session(&header("a")).unwrap();
-    store.append("a", 0, opening()).unwrap();
-    store.append("a", 3, (3..20).map(title).collect()).unwrap();
-    drop(store);
+    let closed = closed_session(&path, 20);
     let wal = || std::fs::read(path.with_extension("redb.wal")).unwrap();
-    let closed = wal();
-    assert_eq!(closed.len() as u64, WAL_HEADER_BYTES);
     let store = Store::open(&path).unwrap();
     assert_eq!(store.head("a").unwrap().next_seq, 20);
     let n_messages = store.with_fold("a", |fold| fold.messages().len()).unwrap();
@@ -110,12 +121,7 @@ fn a_writable_open_that_writes_nothing_leaves_the_wal_as_it_was() {
 fn an_append_after_an_open_without_a_restart_survives_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
-    let store = Store::open(&path).unwrap();
-    store.create_session(&header("a")).unwrap();
-    store.append("a", 0, opening()).unwrap();
-    drop(store);
-    let closed_wal = std::fs::read(path.with_extension("redb.wal")).unwrap();
-    assert_eq!(closed_wal.len() as u64, WAL_HEADER_BYTES);
+    let closed_wal = closed_session(&path, 3);
     let store = Store::open(&path).unwrap();
     store.append("a", 3, (3..6).map(title).collect()).unwrap();
     let copy = dir.path().join("crashed.redb");
