@@ -426,8 +426,8 @@ impl Store {
 
     /// Re-inserts the WAL's records that redb lost in a crash (a record already present must be
     /// identical), makes redb durable, and empties the WAL. A WAL that holds only its header
-    /// (a clean close) is taken up as it is: an open that then writes nothing leaves both
-    /// files as they were.
+    /// (a clean close) is taken up as it is: an open that then writes nothing leaves the WAL
+    /// as it was.
     fn replay(&self, entries: Vec<WalEntry>) -> Result<(), StoreError> {
         let mut wal = lock(&self.wal);
         let wal = wal.as_mut().expect("a writable store has its WAL");
@@ -551,26 +551,17 @@ impl Store {
 
     fn init_tables(&self) -> Result<(), StoreError> {
         if self.tables_ready()? {
-            // Nothing to create or rewrite: no commit, so an open that writes nothing else
-            // leaves the file as it was.
+            // Nothing to create or rewrite: no commit of ours (redb's own open and close
+            // still write its header).
             return Ok(());
         }
         let txn = self.db.begin_write().map_err(StoreError::storage)?;
         {
             let mut meta = txn.open_table(META).map_err(StoreError::storage)?;
-            let existing = meta
-                .get(META_KEY)
-                .map_err(StoreError::storage)?
-                .map(|v| v.value().to_vec());
-            // A version 1 store is a valid version 2 store without blocks: its meta record
-            // is rewritten so that older builds, which do not read blocks, refuse it. A new
-            // store starts at version 2 too: it moves to 3 with its first V4 session
-            // (`raise_store_version`), so that until then older builds open it unchanged.
-            let found = match existing {
-                Some(bytes) => Some(tables::check_meta(&bytes)?),
-                None => None,
-            };
-            if found.is_none_or(|version| version < tables::STORE_VERSION_BLOCKS) {
+            let existing = meta.get(META_KEY).map_err(StoreError::storage)?;
+            let rewrite = meta_needs_rewrite(existing.as_ref().map(|v| v.value()))?;
+            drop(existing);
+            if rewrite {
                 meta.insert(
                     META_KEY,
                     tables::encode_meta(tables::STORE_VERSION_BLOCKS).as_slice(),
@@ -588,8 +579,8 @@ impl Store {
         txn.commit().map_err(StoreError::storage)
     }
 
-    /// Whether every table exists and the meta record is current (a newer store version is
-    /// refused here as in [`Store::init_tables`]).
+    /// Whether every table [`Store::init_tables`] creates exists and the meta record needs no
+    /// rewrite (a newer store version is refused here as there).
     fn tables_ready(&self) -> Result<bool, StoreError> {
         let txn = self.db.begin_read().map_err(StoreError::storage)?;
         let names: Vec<String> = txn
@@ -597,23 +588,15 @@ impl Store {
             .map_err(StoreError::storage)?
             .map(|table| table.name().to_owned())
             .collect();
-        let needed = [
-            META.name(),
-            SESSIONS.name(),
-            EVENTS.name(),
-            CHECKPOINTS.name(),
-            KEPT_CHECKPOINTS.name(),
-            FACT_SEGMENTS.name(),
-            BLOCKS.name(),
-        ];
-        if !needed.iter().all(|name| names.iter().any(|n| n == name)) {
+        if !table_names()
+            .iter()
+            .all(|name| names.iter().any(|n| n == name))
+        {
             return Ok(false);
         }
         let meta = txn.open_table(META).map_err(StoreError::storage)?;
-        let Some(bytes) = meta.get(META_KEY).map_err(StoreError::storage)? else {
-            return Ok(false);
-        };
-        Ok(tables::check_meta(bytes.value())? >= tables::STORE_VERSION_BLOCKS)
+        let existing = meta.get(META_KEY).map_err(StoreError::storage)?;
+        Ok(!meta_needs_rewrite(existing.as_ref().map(|v| v.value()))?)
     }
 
     /// The store's file.
@@ -1192,6 +1175,29 @@ impl Store {
     }
 }
 
+/// The names of the tables [`Store::init_tables`] creates (a test pins the two together).
+fn table_names() -> [&'static str; 7] {
+    [
+        META.name(),
+        SESSIONS.name(),
+        EVENTS.name(),
+        CHECKPOINTS.name(),
+        KEPT_CHECKPOINTS.name(),
+        FACT_SEGMENTS.name(),
+        BLOCKS.name(),
+    ]
+}
+
+/// Whether the open rewrites the meta record `existing` (checked first: a newer store version
+/// is refused). A version 1 store is a valid version 2 store without blocks: its meta record
+/// is rewritten so that older builds, which do not read blocks, refuse it. A new store starts
+/// at version 2 too: it moves to 3 with its first V4 session (`raise_store_version`), so that
+/// until then older builds open it unchanged.
+fn meta_needs_rewrite(existing: Option<&[u8]>) -> Result<bool, StoreError> {
+    let found = existing.map(tables::check_meta).transpose()?;
+    Ok(found.is_none_or(|version| version < tables::STORE_VERSION_BLOCKS))
+}
+
 /// The refusal of a writable open of a WAL with a damaged frame.
 fn wal_damaged(wal_path: &Path, first: &DamagedFrame) -> StoreError {
     StoreError::WalDamaged {
@@ -1406,6 +1412,27 @@ mod tests {
             events.extend(batch);
         }
         (header, events)
+    }
+
+    // Goal: the tables `tables_ready` looks for are exactly those `init_tables` creates, so a
+    // table added to one and not the other cannot make every open commit again, or skip one
+    // it needs.
+    // Method: a new store's tables, listed by redb, against `table_names`.
+    #[test]
+    fn the_tables_an_open_looks_for_are_the_ones_it_creates() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb")).unwrap();
+        let txn = store.db.begin_read().unwrap();
+        let mut created: Vec<String> = txn
+            .list_tables()
+            .unwrap()
+            .map(|t| t.name().to_owned())
+            .collect();
+        created.sort();
+        let mut looked_for = table_names().map(str::to_owned).to_vec();
+        looked_for.sort();
+        assert_eq!(created, looked_for);
+        assert!(store.tables_ready().unwrap());
     }
 
     fn request(header: &SessionHeader, events: &[Event]) -> AppendRequest {
