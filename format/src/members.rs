@@ -203,7 +203,11 @@ mod tests {
         data: Value,
     ) -> Result<(), Violation> {
         let row = json!({"type": kind, "seq": 7, "time": 0, "data": data}).to_string();
-        let ctx = RowContext { version, snapshot };
+        let ctx = RowContext {
+            version,
+            snapshot,
+            skim: false,
+        };
         let Decoded::One(event) = decode_row(row.as_bytes(), ctx, 7).expect("the row decodes")
         else {
             panic!("not a packed row");

@@ -168,13 +168,19 @@ impl Serialize for Array<'_> {
 }
 
 impl<'de> Deserialize<'de> for Pieces {
+    /// While the thread skims ([`crate::skim`]) the array is checked element by element as
+    /// always, and no piece is kept.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Pieces, D::Error> {
-        deserializer.deserialize_seq(SeqVisitor)
+        deserializer.deserialize_seq(SeqVisitor {
+            keep: !crate::skim::is_skimming(),
+        })
     }
 }
 
-/// Reads the array, each element straight into the buffer.
-struct SeqVisitor;
+/// Reads the array, each element straight into the buffer (or, when not `keep`, nowhere).
+struct SeqVisitor {
+    keep: bool,
+}
 
 impl<'de> Visitor<'de> for SeqVisitor {
     type Value = Pieces;
@@ -186,10 +192,14 @@ impl<'de> Visitor<'de> for SeqVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Pieces, A::Error> {
         let mut pieces = Pieces::new();
+        if !self.keep {
+            while seq.next_element_seed(SkimmedPiece)?.is_some() {}
+            return Ok(pieces);
+        }
         // Bounded as serde bounds a `Vec`'s preallocation: a hint is not trusted far.
         pieces.ends.reserve(seq.size_hint().unwrap_or(0).min(4096));
         while seq
-            .next_element_seed(PieceSeed(&mut pieces.text))?
+            .next_element_seed(PieceSeed(Some(&mut pieces.text)))?
             .is_some()
         {
             pieces.ends.push(pieces.text.len());
@@ -198,14 +208,45 @@ impl<'de> Visitor<'de> for SeqVisitor {
     }
 }
 
-/// Appends one string element to the buffer.
-struct PieceSeed<'a>(&'a mut String);
+/// Appends one string element to the buffer (or only checks it is a string).
+struct PieceSeed<'a>(Option<&'a mut String>);
 
 impl<'de> DeserializeSeed<'de> for PieceSeed<'_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         deserializer.deserialize_string(self)
+    }
+}
+
+/// Checks one string element and keeps nothing: asked for as a
+/// [`SKIMMED_STRING`](crate::skim::SKIMMED_STRING), which the binary decoder checks without
+/// decoding; elsewhere (and for anything but a string) as [`PieceSeed`] would.
+struct SkimmedPiece;
+
+impl<'de> DeserializeSeed<'de> for SkimmedPiece {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_newtype_struct(crate::skim::SKIMMED_STRING, self)
+    }
+}
+
+impl<'de> Visitor<'de> for SkimmedPiece {
+    type Value = ();
+
+    /// As serde's `String` visitor.
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    /// The deserializer checked a string.
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_string(PieceSeed(None))
     }
 }
 
@@ -218,7 +259,9 @@ impl Visitor<'_> for PieceSeed<'_> {
     }
 
     fn visit_str<E: de::Error>(self, piece: &str) -> Result<(), E> {
-        self.0.push_str(piece);
+        if let Some(text) = self.0 {
+            text.push_str(piece);
+        }
         Ok(())
     }
 
@@ -308,6 +351,10 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert_eq!(ours, theirs, "{bad}");
+            let skimmed = crate::skim::skimming(true, || serde_json::from_str::<Pieces>(bad))
+                .unwrap_err()
+                .to_string();
+            assert_eq!(skimmed, theirs, "skimmed: {bad}");
         }
         let mut bytes = Vec::new();
         binary::to_vec(&serde_json::json!(["a", 1]), &mut bytes).unwrap();
@@ -318,5 +365,39 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(ours, theirs);
+        let skimmed = crate::skim::skimming(true, || binary::from_slice::<Pieces>(&bytes))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(skimmed, theirs);
+    }
+
+    #[test]
+    fn skimmed_pieces_are_checked_and_not_kept() {
+        let escaped = r#"["a\"b","\u00e9\n"]"#;
+        let skimmed = crate::skim::skimming(true, || serde_json::from_str::<Pieces>(escaped));
+        assert_eq!(skimmed.unwrap(), Pieces::new());
+        // A lone surrogate is refused skimmed as whole.
+        let lone = r#"["a","\ud800"]"#;
+        let whole = serde_json::from_str::<Pieces>(lone)
+            .unwrap_err()
+            .to_string();
+        let skimmed = crate::skim::skimming(true, || serde_json::from_str::<Pieces>(lone))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(skimmed, whole);
+        let mut bytes = Vec::new();
+        binary::to_vec(&sample(), &mut bytes).unwrap();
+        let skimmed = crate::skim::skimming(true, || binary::from_slice::<Pieces>(&bytes));
+        assert_eq!(skimmed.unwrap(), Pieces::new());
+        // Bytes that are not UTF-8 are refused skimmed as whole.
+        let at = bytes.iter().position(|&b| b == b'H').unwrap();
+        bytes[at] = 0xff;
+        let whole = binary::from_slice::<Pieces>(&bytes)
+            .unwrap_err()
+            .to_string();
+        let skimmed = crate::skim::skimming(true, || binary::from_slice::<Pieces>(&bytes))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(skimmed, whole);
     }
 }

@@ -186,6 +186,23 @@ impl<R: Read> LogReader<R> {
         })
     }
 
+    /// This reader decoding its rows to check them, not to keep them ([`crate::skim`]): every
+    /// rule applies and every fault reads as it would, but the packed runs of embedded
+    /// streams in the events it yields hold nothing. For a caller that only counts the
+    /// events (a V4 `check`).
+    ///
+    /// # Panics
+    ///
+    /// When the row stage has already left the inline path (call it before
+    /// [`LogReader::parallel`] or [`LogReader::pipelined`]).
+    pub fn skimming(mut self) -> LogReader<R> {
+        match &mut self.rows {
+            RowStage::Inline(rows) => rows.skim(),
+            _ => panic!("LogReader::skimming comes before parallel() or pipelined()"),
+        }
+        self
+    }
+
     /// This reader with its row stage (reading lines and decoding rows) moved to a thread of
     /// its own, ahead of the admission, which stays on the caller's: on a machine with a core
     /// to spare a log reads in about the time of its slower half (BENCHMARKS.md, "Check").

@@ -367,6 +367,7 @@ pub fn decode_checked_body(
     let ctx = RowContext {
         version: FormatVersion::V3,
         snapshot: false,
+        skim: false,
     };
     let decoded = binary::from_slice_seed(raw, RowSeed { ctx, expected_seq })?
         .map_err(RecordError::Envelope)?;

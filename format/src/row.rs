@@ -24,6 +24,10 @@ pub struct RowContext {
     pub version: FormatVersion,
     /// Normalized recordings: an absent `seq` is the row's position, an absent `time` is 0.
     pub snapshot: bool,
+    /// Decode to check, not to keep ([`crate::skim`]): the packed runs of embedded streams
+    /// are checked as always but hold nothing afterwards. Only for callers that drop the
+    /// events once the rules have seen them.
+    pub skim: bool,
 }
 
 /// The events one row decodes to.
@@ -36,6 +40,10 @@ pub enum Decoded {
 
 /// Decodes one row (without its newline) whose first event is expected at `expected_seq`.
 pub fn decode_row(line: &[u8], ctx: RowContext, expected_seq: u64) -> Result<Decoded, Violation> {
+    crate::skim::skimming(ctx.skim, || decode_row_now(line, ctx, expected_seq))
+}
+
+fn decode_row_now(line: &[u8], ctx: RowContext, expected_seq: u64) -> Result<Decoded, Violation> {
     // The decoded size is bounded before anything is built (a wide array would cost ~80x
     // its bytes).
     crate::budget::check_values(line).map_err(|m| Violation::new(Rule::TooLarge, m))?;
@@ -80,7 +88,7 @@ impl<'de> de::DeserializeSeed<'de> for RowSeed {
         let visitor = RowVisitor {
             legacy: self.ctx.version.has_packed_rows(),
         };
-        let raw = deserializer.deserialize_map(visitor)?;
+        let raw = crate::skim::skimming(self.ctx.skim, || deserializer.deserialize_map(visitor))?;
         Ok(finish_row(raw, self.ctx, self.expected_seq))
     }
 }
@@ -583,6 +591,7 @@ mod tests {
     const CTX: RowContext = RowContext {
         version: FormatVersion::V3,
         snapshot: false,
+        skim: false,
     };
 
     /// `decode_row`'s outcome through the `str` parser and through the byte parser.

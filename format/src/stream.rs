@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use crate::gaps::Gaps;
 use crate::json::{json_object, json_tagged};
 use crate::message::ContentBlock;
 use crate::pieces::Pieces;
@@ -22,7 +23,7 @@ json_object! {
     pub struct TextChunks {
         req time0: i64 = "time0",
         req index: u64 = "index",
-        req dt: Vec<i64> = "dt",
+        req dt: Gaps = "dt",
         req texts: Pieces = "texts",
     }
 }
@@ -32,7 +33,7 @@ json_object! {
     pub struct ToolCallChunks {
         req time0: i64 = "time0",
         req index: u64 = "index",
-        req dt: Vec<i64> = "dt",
+        req dt: Gaps = "dt",
         req id: String = "id",
         opt name: String = "name",
         req args: Pieces = "args",

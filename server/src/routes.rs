@@ -242,6 +242,7 @@ async fn append(
         RowContext {
             version: FormatVersion::V3,
             snapshot: false,
+            skim: false,
         }
     };
     let events = match decode_batch(&session, ctx, &parsed) {
@@ -277,6 +278,7 @@ async fn session_context(state: &AppState, session: &str) -> Result<RowContext, 
     Ok(RowContext {
         version: info.version(),
         snapshot: info.snapshot,
+        skim: false,
     })
 }
 

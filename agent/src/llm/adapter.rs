@@ -7,7 +7,7 @@ use sessionlog_format::stream::{
     BlockEnd, BlockStart, Finish, RawChunk, StreamChunk, StreamRecord, TextChunks, TokenUsage,
     ToolCallChunks, UsageChunk,
 };
-use sessionlog_format::{ContentBlock, Extra, Pieces};
+use sessionlog_format::{ContentBlock, Extra, Gaps, Pieces};
 
 use super::CancelToken;
 use crate::prompt::capability::PreparedCall;
@@ -154,7 +154,7 @@ fn packed(time: i64, index: u64) -> TextChunks {
     TextChunks {
         time0: time,
         index,
-        dt: Vec::new(),
+        dt: Gaps::default(),
         texts: Pieces::new(),
         extra: Extra::new(),
     }
@@ -227,7 +227,7 @@ impl StreamBuilder {
             let chunks = ToolCallChunks {
                 time0: time,
                 index,
-                dt: Vec::new(),
+                dt: Gaps::default(),
                 id: id.clone().unwrap_or_default(),
                 name: name.clone(),
                 args: Pieces::new(),

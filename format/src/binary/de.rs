@@ -252,11 +252,19 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {
         visitor.visit_some(self)
     }
 
+    /// A [`SKIMMED_STRING`](crate::skim::SKIMMED_STRING) that is a string is checked as
+    /// [`skip_value`] checks one (ASCII a word at a time), without producing the `&str`;
+    /// any other value, and any other newtype, goes to the visitor.
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
-        _name: &'static str,
+        name: &'static str,
         visitor: V,
     ) -> Result<V::Value, BinaryError> {
+        if name == crate::skim::SKIMMED_STRING && self.reader.peek_tag()? == TAG_STRING {
+            self.reader.pos += 1;
+            self.reader.skip_str()?;
+            return visitor.visit_unit();
+        }
         visitor.visit_newtype_struct(self)
     }
 

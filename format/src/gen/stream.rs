@@ -80,7 +80,7 @@ impl Generator {
                 let chunks = TextChunks {
                     time0,
                     index,
-                    dt,
+                    dt: dt.into(),
                     texts,
                     extra: Extra::new(),
                 };
@@ -99,7 +99,7 @@ impl Generator {
                 StreamRecord::ToolCallChunks(ToolCallChunks {
                     time0,
                     index,
-                    dt,
+                    dt: dt.into(),
                     id: call.id.clone(),
                     name: Some(call.name.clone()),
                     args,

@@ -336,6 +336,7 @@ impl<R: Read> Rows<R> {
             Some(false) if !version.has_packed_rows() => Some(RowContext {
                 version,
                 snapshot: false,
+                skim: self.skim,
             }),
             _ => None,
         }

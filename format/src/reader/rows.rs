@@ -98,6 +98,8 @@ pub(super) struct Rows<R: Read> {
     /// The length of the last line read (without its newline), wherever it was read to.
     line_len: usize,
     decoded_events: u64,
+    /// Rows are decoded to be checked, not kept ([`crate::skim`]).
+    pub(super) skim: bool,
 }
 
 impl<R: Read> Rows<R> {
@@ -111,7 +113,13 @@ impl<R: Read> Rows<R> {
             line: Vec::new(),
             line_len: 0,
             decoded_events: 0,
+            skim: false,
         }
+    }
+
+    /// Decodes the rows to check them, not to keep them ([`crate::skim`]).
+    pub(super) fn skim(&mut self) {
+        self.skim = true;
     }
 
     /// Sets what the header decided, before the first row.
@@ -236,6 +244,7 @@ impl<R: Read> Rows<R> {
         let ctx = RowContext {
             version: self.version,
             snapshot,
+            skim: self.skim,
         };
         let decoded = decode_row(&self.line, ctx, self.decoded_events);
         self.decoded_events += match &decoded {

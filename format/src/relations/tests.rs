@@ -24,6 +24,7 @@ fn events(version: FormatVersion, rows: &[Value]) -> Vec<Event> {
     let ctx = RowContext {
         version,
         snapshot: true,
+        skim: false,
     };
     let mut events = Vec::new();
     for (seq, row) in rows.iter().enumerate() {

@@ -144,3 +144,21 @@ fn a_parallel_reader_takes_any_chunk_size() {
         );
     }
 }
+
+// Goal: a skimming reader's events are not the whole ones (the comparison of skimmed and whole
+// reads in `staged_reads_agree_with_inline_ones` is about something), and nothing but their
+// packed runs differs.
+// Method: a generated V4 log read whole, whole through the skimmed view, and skimmed.
+#[test]
+fn a_skimming_reader_keeps_everything_but_the_packed_runs() {
+    use crate::support::{read_trace_as, Read, Stage};
+    let bytes = generated_as(FormatVersion::V4, Compression::None);
+    let options = ReadOptions::default();
+    let whole = read_trace_as(&bytes, options, Stage::Inline, Read::Whole);
+    let viewed = read_trace_as(&bytes, options, Stage::Inline, Read::WholeSkimmedView);
+    let skimmed = read_trace_as(&bytes, options, Stage::Inline, Read::Skimmed);
+    assert_eq!(whole.len(), viewed.len());
+    let n_differing = whole.iter().zip(&viewed).filter(|(a, b)| a != b).count();
+    assert!(n_differing > 10, "{n_differing} events carry packed runs");
+    assert_eq!(viewed, skimmed);
+}

@@ -424,7 +424,7 @@ fn text_chunks() -> BoxedStrategy<TextChunks> {
         .prop_map(|(time0, index, dt, texts, extra)| TextChunks {
             time0,
             index,
-            dt,
+            dt: dt.into(),
             texts: texts.into(),
             extra,
         })
@@ -444,7 +444,7 @@ fn stream_record() -> BoxedStrategy<StreamRecord> {
         .prop_map(|(time0, index, dt, id, name, args, extra)| ToolCallChunks {
             time0,
             index,
-            dt,
+            dt: dt.into(),
             id,
             name,
             args: args.into(),
@@ -792,6 +792,7 @@ fn decode_one(line: &[u8], version: FormatVersion, expected_seq: u64) -> Event {
     let ctx = RowContext {
         version,
         snapshot: false,
+        skim: false,
     };
     match decode_row(line, ctx, expected_seq) {
         Ok(Decoded::One(event)) => *event,

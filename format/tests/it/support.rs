@@ -130,7 +130,7 @@ pub fn sample_batches() -> Vec<Vec<sessionlog_format::Event>> {
         StreamRecord::TextChunks(TextChunks {
             time0: time + 11,
             index: 0,
-            dt: vec![4],
+            dt: vec![4].into(),
             texts: ["Hel", "lo."].into_iter().collect(),
             extra: Extra::new(),
         }),
@@ -310,11 +310,63 @@ pub fn read_trace(
     options: sessionlog_format::ReadOptions,
     stage: Stage,
 ) -> Vec<String> {
+    read_trace_as(bytes, options, stage, Read::Whole)
+}
+
+/// How a [`read_trace_as`] reader decodes its rows, and how its events are written down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Decoded whole; written down whole.
+    Whole,
+    /// Decoded whole; written down without the packed runs' contents ([`skimmed_view`]).
+    WholeSkimmedView,
+    /// Skimmed (`LogReader::skimming`); written down as they come.
+    Skimmed,
+}
+
+/// An event as a skimming reader yields it: the packed runs of its embedded stream (the
+/// `texts`, `args` and `dt` of `text-chunks`, `reasoning-chunks` and `tool-call-chunks`)
+/// hold nothing; everything else is the event.
+pub fn skimmed_view(mut event: sessionlog_format::Event) -> sessionlog_format::Event {
+    use sessionlog_format::stream::StreamRecord;
+    use sessionlog_format::EventData;
+    let stream = match &mut event.data {
+        EventData::AssistantMessage(d) => d.stream.as_mut(),
+        EventData::AssistantAttempt(d) => Some(&mut d.stream),
+        _ => None,
+    };
+    for record in stream.into_iter().flatten() {
+        match record {
+            StreamRecord::TextChunks(run) | StreamRecord::ReasoningChunks(run) => {
+                run.texts = Default::default();
+                run.dt = Default::default();
+            }
+            StreamRecord::ToolCallChunks(run) => {
+                run.args = Default::default();
+                run.dt = Default::default();
+            }
+            StreamRecord::Chunk(_) | StreamRecord::Other(_) => {}
+        }
+    }
+    event
+}
+
+/// [`read_trace`], decoding and writing down as `read` says.
+pub fn read_trace_as(
+    bytes: &[u8],
+    options: sessionlog_format::ReadOptions,
+    stage: Stage,
+    read: Read,
+) -> Vec<String> {
     let reader =
         match sessionlog_format::LogReader::new(std::io::Cursor::new(bytes.to_vec()), options) {
             Ok(reader) => reader,
             Err(error) => return vec![format!("open: {error:?}")],
         };
+    let reader = match read {
+        Read::Skimmed => reader.skimming(),
+        Read::Whole | Read::WholeSkimmedView => reader,
+    };
     let mut reader = match stage {
         Stage::Inline => reader,
         Stage::Pipelined => reader.pipelined(),
@@ -322,6 +374,10 @@ pub fn read_trace(
     };
     let mut trace = Vec::new();
     while let Some(event) = reader.next_event() {
+        let event = match (read, event) {
+            (Read::WholeSkimmedView, Ok(event)) => Ok(skimmed_view(event)),
+            (_, event) => event,
+        };
         trace.push(format!("{} {event:?}", reader.line()));
     }
     trace.push(format!(
@@ -353,6 +409,27 @@ pub fn assert_staged_reads_agree(bytes: &[u8], name: &str) {
                     (inline.len(), staged.len())
                 );
             }
+            assert_skimmed_reads_agree(bytes, options, name);
         }
+    }
+}
+
+/// Asserts that a skimming reader of `bytes` (inline and beside a helper thread) yields what a
+/// whole one does, its events' packed runs aside: the same events otherwise, and the same
+/// faults, lines, snapshot mode and withheld fault, byte for byte.
+pub fn assert_skimmed_reads_agree(
+    bytes: &[u8],
+    options: sessionlog_format::ReadOptions,
+    name: &str,
+) {
+    let whole = read_trace_as(bytes, options, Stage::Inline, Read::WholeSkimmedView);
+    for stage in [Stage::Inline, Stage::Parallel(4096)] {
+        let skimmed = read_trace_as(bytes, options, stage, Read::Skimmed);
+        assert!(
+            whole == skimmed,
+            "{name} {options:?}: whole and skimmed {stage:?} reads differ\nwhole: {:?}\nskimmed: {:?}",
+            whole.iter().zip(&skimmed).find(|(a, b)| a != b),
+            (whole.len(), skimmed.len())
+        );
     }
 }

@@ -116,6 +116,7 @@ mod tests {
         let ctx = RowContext {
             version: FormatVersion::V1,
             snapshot: false,
+            skim: false,
         };
         match decode_row(text.as_bytes(), ctx, 0) {
             Ok(Decoded::One(event)) => *event,

@@ -8,7 +8,7 @@
 use sessionlog_format::stream::{
     Delta, RawChunk, StreamChunk, StreamRecord, TextChunks, ToolCallChunks, ToolCallDelta,
 };
-use sessionlog_format::SAFE_INTEGER_MAX;
+use sessionlog_format::{Gaps, SAFE_INTEGER_MAX};
 
 /// Why [`unpack_stream`] could not expand a record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -107,7 +107,7 @@ fn start_record(time: i64, chunk: StreamChunk) -> StreamRecord {
     let text_run = |delta: Delta| TextChunks {
         time0: time,
         index: delta.index,
-        dt: Vec::new(),
+        dt: Gaps::default(),
         texts: [delta.text].into_iter().collect(),
         extra: Default::default(),
     };
@@ -122,7 +122,7 @@ fn start_record(time: i64, chunk: StreamChunk) -> StreamRecord {
             StreamRecord::ToolCallChunks(ToolCallChunks {
                 time0: time,
                 index: delta.index,
-                dt: Vec::new(),
+                dt: Gaps::default(),
                 id: delta.id.unwrap_or_default(),
                 name: delta.name,
                 args: [delta.arguments_delta.unwrap_or_default()]

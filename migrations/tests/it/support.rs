@@ -67,6 +67,7 @@ pub fn decode_v2(header: &str, rows: &[String]) -> (SessionHeader, Vec<Event>) {
     let ctx = RowContext {
         version: FormatVersion::V2,
         snapshot: true,
+        skim: false,
     };
     let rules = RuleContext {
         version: FormatVersion::V2,

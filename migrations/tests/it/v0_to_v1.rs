@@ -33,6 +33,7 @@ fn event(row: &Value) -> Event {
     let ctx = RowContext {
         version: FormatVersion::V0,
         snapshot: false,
+        skim: false,
     };
     let seq = row["seq"].as_u64().expect("test rows carry seq");
     match decode_row(text.as_bytes(), ctx, seq) {

@@ -433,6 +433,7 @@ fn event_as_v4_is_the_edge_per_event() {
     let ctx = sessionlog_format::row::RowContext {
         version: FormatVersion::V3,
         snapshot: false,
+        skim: false,
     };
     let text = row.to_string();
     let Ok(sessionlog_format::row::Decoded::One(event)) =

@@ -333,6 +333,7 @@ fn decode(rows: &[Value], version: FormatVersion) -> Option<Vec<Event>> {
     let ctx = RowContext {
         version,
         snapshot: false,
+        skim: false,
     };
     let mut events = Vec::with_capacity(rows.len());
     for (seq, row) in rows.iter().enumerate() {

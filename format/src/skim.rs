@@ -1,0 +1,77 @@
+//! Skimming: decoding an event to check it, not to keep it.
+//!
+//! `check` of a V4 log and `verify` of a store decode every event only to run the rules over
+//! it and drop it. The bulk of a log is the packed runs of its embedded streams (spec 6.2:
+//! the `texts`/`args` pieces and the `dt` gaps of `text-chunks`, `reasoning-chunks` and
+//! `tool-call-chunks` records), which no rule reads: only the chunk records (`block-start`,
+//! `block-end`, `usage`, `finish`) are. While a thread skims, those values are decoded by the
+//! same visitors as always, so every member, type, string and integer is checked and every
+//! refusal reads byte for byte as in a full decode, but what they hold is not kept: a
+//! skimmed run decodes to no pieces and no gaps. A skimmed event is for the rules only; it
+//! is never encoded, stored or shown (the tests compare skimmed and full decodes fault for
+//! fault, and the rules' verdicts on them).
+//!
+//! The mode is a property of the thread for the length of one call ([`skimming`]), because
+//! the packed runs sit several serde layers down (`Vec<StreamRecord>` inside a payload
+//! inside a row) where no seed reaches.
+
+use std::cell::Cell;
+
+thread_local! {
+    static SKIMMING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `decode` with the calling thread skimming when `skim` is set (else as it is), and
+/// restores the thread's mode afterwards, also when `decode` panics.
+pub fn skimming<R>(skim: bool, decode: impl FnOnce() -> R) -> R {
+    if !skim {
+        return decode();
+    }
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SKIMMING.with(|mode| mode.set(self.0));
+        }
+    }
+    let _restore = Restore(SKIMMING.with(|mode| mode.replace(true)));
+    decode()
+}
+
+/// The newtype name a skimmed string is asked for under (`Pieces`): a deserializer that
+/// knows it may check the string without producing it and answer `visit_unit` (the binary
+/// decoder: a string body that is ASCII needs no UTF-8 decoding), and any other value goes
+/// the usual way. serde_json, like every deserializer that does not know the name, hands the
+/// visitor itself over (`visit_newtype_struct`).
+pub(crate) const SKIMMED_STRING: &str = "$sessionlog::SkimmedString";
+
+/// Whether the calling thread is skimming.
+#[inline]
+pub(crate) fn is_skimming() -> bool {
+    SKIMMING.with(Cell::get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mode_lasts_for_the_call_and_nests() {
+        assert!(!is_skimming());
+        skimming(true, || {
+            assert!(is_skimming());
+            skimming(false, || {
+                assert!(is_skimming(), "false leaves the mode as it is")
+            });
+            skimming(true, || assert!(is_skimming()));
+            assert!(is_skimming());
+        });
+        assert!(!is_skimming());
+    }
+
+    #[test]
+    fn a_panic_does_not_leave_the_thread_skimming() {
+        let caught = std::panic::catch_unwind(|| skimming(true, || panic!("in the decode")));
+        assert!(caught.is_err());
+        assert!(!is_skimming());
+    }
+}
