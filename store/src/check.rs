@@ -76,6 +76,11 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
     // A log older than V4 is also migrated in memory below, so its rows are read ahead on a
     // thread of their own (`read_ahead`); a V4 log's check is mostly decoding, which this
     // thread and a helper share (`LogReader::parallel`).
+    // The events are counted and dropped, so the rows are skimmed (`LogReader::skimming`):
+    // nothing below reads the packed runs of embedded streams. The in-memory migration of an
+    // older log rewrites messages and chunk records only, the V4 rules read chunk records,
+    // and its proof compares messages.
+    let reader = reader.skimming();
     let reader = if reader.version() < FormatVersion::V4 {
         read_ahead(reader, path)
     } else {
@@ -247,7 +252,8 @@ fn migration_refusal(
         },
     )
     .map_err(|e| migration_error(None, e.to_string()))?;
-    let reader = read_ahead(reader, path);
+    // Migrated to be proved and dropped: skimmed, as the check's own pass.
+    let reader = read_ahead(reader.skimming(), path);
     match crate::migrate::stream_to(reader, path, to, true, &mut |_| {}, |_| {
         Ok(crate::migrate::Discard)
     }) {

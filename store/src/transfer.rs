@@ -61,9 +61,10 @@ pub fn import_file(
     }
     // A first pass reads the whole log under every rule, writing nothing, so that a log
     // refused anywhere (a relationship rule may only fail at its end) creates no session.
-    // It only checks, so its rows are decoded on two threads (`LogReader::parallel`); the
-    // appending pass stays inline, the sealer taking the second core.
-    let mut check = open_log(path, options)?.parallel();
+    // It only checks, so its rows are skimmed (`LogReader::skimming`) and decoded on two
+    // threads (`LogReader::parallel`); the appending pass decodes them whole and stays
+    // inline, the sealer taking the second core.
+    let mut check = open_log(path, options)?.skimming().parallel();
     while let Some(event) = check.next_event() {
         event.map_err(|source| Error::Read {
             path: path.to_owned(),
@@ -97,9 +98,10 @@ fn import_migrated(
         snapshot,
     };
     let discard = |_: &SessionHeader| Ok(crate::migrate::Discard);
-    // The first pass only migrates and proves, so its rows are read ahead; the second one
-    // appends, and the second core is then the sealer's (`read_ahead`).
-    let first = read_ahead(open_log(path, options)?, path);
+    // The first pass only migrates and proves, so its rows are skimmed and read ahead; the
+    // second one appends them whole, and the second core is then the sealer's
+    // (`read_ahead`).
+    let first = read_ahead(open_log(path, options)?.skimming(), path);
     let proved = crate::migrate::stream(first, path, true, &mut |_| {}, discard)?;
     let streamed = match proved {
         Ok(_) => {

@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 use redb::ReadOnlyTable;
 use sessionlog_format::block::{Block, BlockDecoder, BlockError};
 use sessionlog_format::record;
+use sessionlog_format::skim;
 use sessionlog_format::Event;
 
 use super::blocks::{self, BLOCK_PART_BYTES};
@@ -73,7 +74,9 @@ impl Decoded {
             return false;
         };
         let event = record::read_header(bytes)
-            .and_then(|header| record::decode_checked_body(bytes, &header, seq))
+            .and_then(|header| {
+                skim::skimming(true, || record::decode_checked_body(bytes, &header, seq))
+            })
             .ok();
         self.bodies.tail.push(event);
         true

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use redb::{ReadTransaction, ReadableTable};
 use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
 use sessionlog_format::record::{self, ChainHash, RecordError};
+use sessionlog_format::skim;
 
 use super::blocks::{self, BLOCKS};
 use super::decode_ahead::{BlocksAhead, Decoded};
@@ -573,7 +574,8 @@ impl Walk {
         self.chain = header.chain;
         let decoded = match body {
             Some(event) => Ok(event),
-            None => record::decode_checked_body(bytes, &header, seq),
+            // Decoded for the rules and dropped: skimmed (`sessionlog_format::skim`).
+            None => skim::skimming(true, || record::decode_checked_body(bytes, &header, seq)),
         };
         let event = match decoded {
             Ok(event) => event,
