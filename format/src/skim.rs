@@ -17,6 +17,9 @@
 
 use std::cell::Cell;
 
+use crate::event::{Event, EventData};
+use crate::stream::StreamRecord;
+
 thread_local! {
     static SKIMMING: Cell<bool> = const { Cell::new(false) };
 }
@@ -48,6 +51,31 @@ pub(crate) const SKIMMED_STRING: &str = "$sessionlog::SkimmedString";
 #[inline]
 pub(crate) fn is_skimming() -> bool {
     SKIMMING.with(Cell::get)
+}
+
+/// `event` as a skimming decode yields it: the packed runs of its embedded stream hold no
+/// pieces and no gaps; everything else is the event. What the tests compare skimmed decodes
+/// with.
+pub fn as_skimmed(mut event: Event) -> Event {
+    let stream = match &mut event.data {
+        EventData::AssistantMessage(d) => d.stream.as_mut(),
+        EventData::AssistantAttempt(d) => Some(&mut d.stream),
+        _ => None,
+    };
+    for record in stream.into_iter().flatten() {
+        match record {
+            StreamRecord::TextChunks(run) | StreamRecord::ReasoningChunks(run) => {
+                run.texts = Default::default();
+                run.dt = Default::default();
+            }
+            StreamRecord::ToolCallChunks(run) => {
+                run.args = Default::default();
+                run.dt = Default::default();
+            }
+            StreamRecord::Chunk(_) | StreamRecord::Other(_) => {}
+        }
+    }
+    event
 }
 
 #[cfg(test)]

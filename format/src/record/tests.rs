@@ -7,7 +7,6 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 
 use super::*;
-use crate::event::EventData;
 use crate::gen::{GenOptions, Generator};
 use crate::json::SAFE_INTEGER_MAX;
 use crate::row::decode_row;
@@ -616,35 +615,11 @@ fn check_entry_points_agree(record: &[u8], prev_chain: &ChainHash) {
     match (&decoded, skimmed) {
         (Ok((whole, chain)), Ok((skimmed, skimmed_chain))) => {
             assert_eq!(*chain, skimmed_chain);
-            assert_eq!(without_packed_runs(whole.clone()), skimmed);
+            assert_eq!(crate::skim::as_skimmed(whole.clone()), skimmed);
         }
         (Err(whole), Err(skimmed)) => assert_eq!(whole.to_string(), skimmed.to_string()),
         (whole, skimmed) => panic!("whole {whole:?}, skimmed {skimmed:?}"),
     }
-}
-
-/// `event` as a skimming decode yields it: its stream's packed runs hold nothing.
-fn without_packed_runs(mut event: Event) -> Event {
-    use crate::stream::StreamRecord;
-    let stream = match &mut event.data {
-        EventData::AssistantMessage(d) => d.stream.as_mut(),
-        EventData::AssistantAttempt(d) => Some(&mut d.stream),
-        _ => None,
-    };
-    for record in stream.into_iter().flatten() {
-        match record {
-            StreamRecord::TextChunks(run) | StreamRecord::ReasoningChunks(run) => {
-                run.texts = Default::default();
-                run.dt = Default::default();
-            }
-            StreamRecord::ToolCallChunks(run) => {
-                run.args = Default::default();
-                run.dt = Default::default();
-            }
-            StreamRecord::Chunk(_) | StreamRecord::Other(_) => {}
-        }
-    }
-    event
 }
 
 // Goal: the records `prop_damaged_records_are_handled` damages carry packed runs, so that its
@@ -656,7 +631,7 @@ fn some_valid_records_carry_packed_runs() {
         .filter(|(record, prev_chain)| {
             let seq = check_record(record, prev_chain).unwrap().seq;
             let (event, _) = decode_event(record, prev_chain, seq).unwrap();
-            without_packed_runs(event.clone()) != event
+            crate::skim::as_skimmed(event.clone()) != event
         })
         .count();
     assert!(with_runs >= 3, "{with_runs}");

@@ -318,37 +318,11 @@ pub fn read_trace(
 pub enum Read {
     /// Decoded whole; written down whole.
     Whole,
-    /// Decoded whole; written down without the packed runs' contents ([`skimmed_view`]).
+    /// Decoded whole; written down without the packed runs' contents
+    /// (`sessionlog_format::skim::as_skimmed`).
     WholeSkimmedView,
     /// Skimmed (`LogReader::skimming`); written down as they come.
     Skimmed,
-}
-
-/// An event as a skimming reader yields it: the packed runs of its embedded stream (the
-/// `texts`, `args` and `dt` of `text-chunks`, `reasoning-chunks` and `tool-call-chunks`)
-/// hold nothing; everything else is the event.
-pub fn skimmed_view(mut event: sessionlog_format::Event) -> sessionlog_format::Event {
-    use sessionlog_format::stream::StreamRecord;
-    use sessionlog_format::EventData;
-    let stream = match &mut event.data {
-        EventData::AssistantMessage(d) => d.stream.as_mut(),
-        EventData::AssistantAttempt(d) => Some(&mut d.stream),
-        _ => None,
-    };
-    for record in stream.into_iter().flatten() {
-        match record {
-            StreamRecord::TextChunks(run) | StreamRecord::ReasoningChunks(run) => {
-                run.texts = Default::default();
-                run.dt = Default::default();
-            }
-            StreamRecord::ToolCallChunks(run) => {
-                run.args = Default::default();
-                run.dt = Default::default();
-            }
-            StreamRecord::Chunk(_) | StreamRecord::Other(_) => {}
-        }
-    }
-    event
 }
 
 /// [`read_trace`], decoding and writing down as `read` says.
@@ -375,7 +349,7 @@ pub fn read_trace_as(
     let mut trace = Vec::new();
     while let Some(event) = reader.next_event() {
         let event = match (read, event) {
-            (Read::WholeSkimmedView, Ok(event)) => Ok(skimmed_view(event)),
+            (Read::WholeSkimmedView, Ok(event)) => Ok(sessionlog_format::skim::as_skimmed(event)),
             (_, event) => event,
         };
         trace.push(format!("{} {event:?}", reader.line()));
