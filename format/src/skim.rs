@@ -102,4 +102,30 @@ mod tests {
         assert!(caught.is_err());
         assert!(!is_skimming());
     }
+
+    // Goal: a packed run whose `type` is not its first member (decoded through the buffered
+    // object, a `serde_json::Value` deserializer) skims as one in order does, and refuses the
+    // same bad element with the same text.
+    #[test]
+    fn a_run_with_its_tag_last_skims_too() {
+        let late = r#"{"time0":1,"index":0,"dt":[2],"texts":["a","b"],"type":"text-chunks"}"#;
+        let skimmed = skimming(true, || serde_json::from_str::<StreamRecord>(late));
+        let whole: StreamRecord = serde_json::from_str(late).unwrap();
+        let StreamRecord::TextChunks(whole_run) = &whole else {
+            panic!("{whole:?}")
+        };
+        assert_eq!(whole_run.texts.len(), 2);
+        let Ok(StreamRecord::TextChunks(run)) = skimmed else {
+            panic!("{skimmed:?}")
+        };
+        assert!(run.texts.is_empty() && run.dt.is_empty());
+        let bad = r#"{"time0":1,"index":0,"dt":[2],"texts":["a",7],"type":"text-chunks"}"#;
+        let whole = serde_json::from_str::<StreamRecord>(bad)
+            .unwrap_err()
+            .to_string();
+        let skimmed = skimming(true, || serde_json::from_str::<StreamRecord>(bad))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(skimmed, whole);
+    }
 }
