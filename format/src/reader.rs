@@ -188,8 +188,8 @@ impl<R: Read> LogReader<R> {
 
     /// This reader decoding its rows to check them, not to keep them ([`crate::skim`]): every
     /// rule applies and every fault reads as it would, but the packed runs of embedded
-    /// streams in the events it yields hold nothing. For a caller that only counts the
-    /// events (a V4 `check`).
+    /// streams in the events it yields hold nothing. For a caller that only runs the rules
+    /// over the events and drops them (`check`, the checking pass of an import).
     ///
     /// # Panics
     ///

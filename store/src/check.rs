@@ -73,13 +73,12 @@ pub fn check_file(path: &Path, options: CheckOptions) -> FileReport {
             return report;
         }
     };
-    // A log older than V4 is also migrated in memory below, so its rows are read ahead on a
-    // thread of their own (`read_ahead`); a V4 log's check is mostly decoding, which this
-    // thread and a helper share (`LogReader::parallel`).
     // The events are counted and dropped, so the rows are skimmed (`LogReader::skimming`):
-    // nothing below reads the packed runs of embedded streams. The in-memory migration of an
+    // nothing below reads the packed runs of embedded streams (the in-memory migration of an
     // older log rewrites messages and chunk records only, the V4 rules read chunk records,
-    // and its proof compares messages.
+    // and its proof compares messages). A log older than V4 is also migrated in memory below,
+    // so its rows are read ahead on a thread of their own (`read_ahead`); a V4 log's check is
+    // mostly decoding, which this thread and a helper share (`LogReader::parallel`).
     let reader = reader.skimming();
     let reader = if reader.version() < FormatVersion::V4 {
         read_ahead(reader, path)
