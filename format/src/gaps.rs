@@ -53,37 +53,30 @@ impl Serialize for Gaps {
 }
 
 impl<'de> Deserialize<'de> for Gaps {
+    /// Whole, serde's own `Vec<i64>`; while the thread skims, the same array checked element
+    /// by element and not kept.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Gaps, D::Error> {
-        deserializer.deserialize_seq(SeqVisitor {
-            keep: !crate::skim::is_skimming(),
-        })
+        if !crate::skim::is_skimming() {
+            return Vec::deserialize(deserializer).map(Gaps);
+        }
+        deserializer.deserialize_seq(Skimmed)
     }
 }
 
-/// Reads the array as serde reads a `Vec<i64>` (or, when not `keep`, checks it).
-struct SeqVisitor {
-    keep: bool,
-}
+/// Checks the array as serde reads a `Vec<i64>`, keeping nothing.
+struct Skimmed;
 
-impl<'de> Visitor<'de> for SeqVisitor {
+impl<'de> Visitor<'de> for Skimmed {
     type Value = Gaps;
 
-    /// As serde's `Vec` visitor, so that a wrong type reads exactly as before.
+    /// As serde's `Vec` visitor, so that a wrong type reads exactly as whole.
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a sequence")
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Gaps, A::Error> {
-        if !self.keep {
-            while seq.next_element::<i64>()?.is_some() {}
-            return Ok(Gaps::default());
-        }
-        // Bounded as serde bounds a `Vec`'s preallocation: a hint is not trusted far.
-        let mut gaps = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(gap) = seq.next_element()? {
-            gaps.push(gap);
-        }
-        Ok(Gaps(gaps))
+        while seq.next_element::<i64>()?.is_some() {}
+        Ok(Gaps::default())
     }
 }
 

@@ -1,15 +1,15 @@
 //! Skimming: decoding an event to check it, not to keep it.
 //!
-//! `check` of a V4 log and `verify` of a store decode every event only to run the rules over
-//! it and drop it. The bulk of a log is the packed runs of its embedded streams (spec 6.2:
+//! `check`, the checking pass of an import and `verify` decode every event only to run the
+//! rules over it and drop it. The bulk of a log is the packed runs of its embedded streams (spec 6.2:
 //! the `texts`/`args` pieces and the `dt` gaps of `text-chunks`, `reasoning-chunks` and
 //! `tool-call-chunks` records), which no rule reads: only the chunk records (`block-start`,
 //! `block-end`, `usage`, `finish`) are. While a thread skims, those values are decoded by the
 //! same visitors as always, so every member, type, string and integer is checked and every
 //! refusal reads byte for byte as in a full decode, but what they hold is not kept: a
 //! skimmed run decodes to no pieces and no gaps. A skimmed event is for the rules only; it
-//! is never encoded, stored or shown (the tests compare skimmed and full decodes fault for
-//! fault, and the rules' verdicts on them).
+//! is never encoded, stored or shown (the tests compare skimmed and whole decodes and reads
+//! event for event, packed runs aside, and fault for fault).
 //!
 //! The mode is a property of the thread for the length of one call ([`skimming`]), because
 //! the packed runs sit several serde layers down (`Vec<StreamRecord>` inside a payload
