@@ -55,6 +55,7 @@ pub mod seq_map;
 pub mod seq_ranges;
 pub mod skim;
 pub mod stream;
+mod strip;
 pub mod surface;
 pub mod tokens;
 mod utf8;

@@ -14,6 +14,11 @@
 //! The mode is a property of the thread for the length of one call ([`skimming`]), because
 //! the packed runs sit several serde layers down (`Vec<StreamRecord>` inside a payload
 //! inside a row) where no seed reaches.
+//!
+//! A V3 or V4 row of text goes one step further: its runs are checked by one plain pass over
+//! the row and stripped before serde_json sees them (`crate::strip`); a run that pass cannot
+//! judge with certainty is left to the visitors above, as is the whole row when the stripped
+//! copy is refused.
 
 use std::cell::Cell;
 

@@ -1,0 +1,483 @@
+//! Stripping the packed runs out of a row of JSON text before a skimming decode.
+//!
+//! A skimming decode ([`crate::skim`]) checks the packed runs of an embedded stream (the
+//! `texts`/`args` pieces and `dt` gaps of `text-chunks`, `reasoning-chunks` and
+//! `tool-call-chunks` records) and keeps nothing of them. For a row of text most of that work
+//! is serde_json's, a visitor call per piece of a few bytes. [`strip_runs`] does the same check
+//! in one plain pass over the row and hands the parser a copy of it with each run that passes
+//! written as `[]`, which decodes to what the skimmed run does: nothing.
+//!
+//! Only what is certain is stripped:
+//! - the row's first member is `"type"`, naming `assistant/message` or `assistant/attempt`;
+//! - the run is a member of a record of the `stream` array of the row's `data` object, the
+//!   record's first member being its `"type"`;
+//! - the run holds what the element visitors take and the parser accepts: strings with no
+//!   `\u` escape (one may be a lone surrogate, which only the parser refuses) and no control
+//!   character, their escapes among `\" \\ \/ \b \f \n \r \t`; or integers of 1 to 18 digits,
+//!   no leading zero, not `-0` (which serde_json reads as a float).
+//!
+//! Everything else is left to the parser, so a row that the parser then refuses is decoded
+//! again from its own text (`row::decode_row`), and every refusal reads as it did: the copy
+//! differs from the row only inside arrays this pass found valid, so it parses where the row
+//! does, to the same event but for the runs.
+
+/// The row of text `line` with the packed runs of its embedded stream written as `[]`, into
+/// `out`; false (and `out` as it was) when there is none to strip.
+pub(crate) fn strip_runs(line: &str, out: &mut String) -> bool {
+    let mut runs = Vec::new();
+    if find_runs(line.as_bytes(), &mut runs).is_none() || runs.is_empty() {
+        return false;
+    }
+    out.clear();
+    out.reserve(line.len());
+    let mut from = 0;
+    for (start, end) in runs {
+        out.push_str(&line[from..start]);
+        out.push_str("[]");
+        from = end;
+    }
+    out.push_str(&line[from..]);
+    true
+}
+
+/// The byte ranges of the runs to strip (each from its `[` to past its `]`), in order;
+/// `None` where the row is not one this pass reads with certainty.
+fn find_runs(text: &[u8], runs: &mut Vec<(usize, usize)>) -> Option<()> {
+    let mut at = open_object(text, 0)?;
+    at = expect_key(text, at, b"type")?;
+    let (kind, after) = string(text, at)?;
+    if kind != b"assistant/message" && kind != b"assistant/attempt" {
+        return None;
+    }
+    at = after;
+    // The row's other members; `data` is read into.
+    loop {
+        match next_member(text, at)? {
+            Next::End => return Some(()),
+            Next::Key(key, value) if key == b"data" && text.get(value) == Some(&b'{') => {
+                at = data(text, value, runs)?;
+            }
+            Next::Key(_, value) => at = skip_value(text, value)?,
+        }
+    }
+}
+
+/// Reads the `data` object at `at` (its `{`), finding the runs of its `stream`; returns the
+/// index past it.
+fn data(text: &[u8], at: usize, runs: &mut Vec<(usize, usize)>) -> Option<usize> {
+    let mut at = at + 1;
+    let mut first = true;
+    loop {
+        let next = if first {
+            first_member(text, at)?
+        } else {
+            next_member(text, at)?
+        };
+        first = false;
+        match next {
+            Next::End => return Some(after_whitespace(text, at)? + 1),
+            Next::Key(key, value) if key == b"stream" && text.get(value) == Some(&b'[') => {
+                at = stream(text, value, runs)?;
+            }
+            Next::Key(_, value) => at = skip_value(text, value)?,
+        }
+    }
+}
+
+/// Reads the `stream` array at `at` (its `[`), finding the runs of its records; returns the
+/// index past it.
+fn stream(text: &[u8], at: usize, runs: &mut Vec<(usize, usize)>) -> Option<usize> {
+    let mut at = whitespace(text, at + 1);
+    if text.get(at) == Some(&b']') {
+        return Some(at + 1);
+    }
+    loop {
+        at = if text.get(at) == Some(&b'{') {
+            record(text, at, runs)?
+        } else {
+            skip_value(text, at)?
+        };
+        at = whitespace(text, at);
+        match text.get(at)? {
+            b',' => at = whitespace(text, at + 1),
+            b']' => return Some(at + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// Reads the stream record at `at` (its `{`); when it is a packed run with its `type` first,
+/// notes its `texts`, `args` and `dt` arrays that can be stripped. Returns the index past it.
+fn record(text: &[u8], at: usize, runs: &mut Vec<(usize, usize)>) -> Option<usize> {
+    let mut at = at + 1;
+    // The member that holds the pieces: `texts` of text and reasoning runs, `args` of tool-call
+    // runs (in any other record a member of that name is an unknown one, kept as it is).
+    let pieces: Option<&[u8]> = match first_member(text, at)? {
+        Next::Key(b"type", value) if text.get(value) == Some(&b'"') => {
+            let (kind, after) = string(text, value)?;
+            at = after;
+            match kind {
+                b"text-chunks" | b"reasoning-chunks" => Some(b"texts"),
+                b"tool-call-chunks" => Some(b"args"),
+                _ => None,
+            }
+        }
+        Next::End => return Some(after_whitespace(text, at)? + 1),
+        Next::Key(_, value) => {
+            at = skip_value(text, value)?;
+            None
+        }
+    };
+    loop {
+        match next_member(text, at)? {
+            Next::End => return Some(after_whitespace(text, at)? + 1),
+            Next::Key(key, value) => {
+                let run = match pieces {
+                    Some(pieces) if key == pieces => plain_strings(text, value),
+                    Some(_) if key == b"dt" => small_integers(text, value),
+                    _ => None,
+                };
+                at = match run {
+                    Some(end) => {
+                        runs.push((value, end));
+                        end
+                    }
+                    None => skip_value(text, value)?,
+                };
+            }
+        }
+    }
+}
+
+/// What follows a member or the opening of an object.
+enum Next<'a> {
+    /// The object closes (at the index the caller passed, past whitespace).
+    End,
+    /// A member: its key and the index where its value starts.
+    Key(&'a [u8], usize),
+}
+
+/// After `{`: the object's first member, or its end.
+fn first_member(text: &[u8], at: usize) -> Option<Next<'_>> {
+    let at = whitespace(text, at);
+    if text.get(at) == Some(&b'}') {
+        return Some(Next::End);
+    }
+    member(text, at)
+}
+
+/// After a member's value: the next member, or the object's end.
+fn next_member(text: &[u8], at: usize) -> Option<Next<'_>> {
+    let at = whitespace(text, at);
+    match text.get(at)? {
+        b'}' => Some(Next::End),
+        b',' => member(text, whitespace(text, at + 1)),
+        _ => None,
+    }
+}
+
+/// The member whose key starts at `at`.
+fn member(text: &[u8], at: usize) -> Option<Next<'_>> {
+    let (key, after) = string(text, at)?;
+    let colon = whitespace(text, after);
+    (text.get(colon) == Some(&b':')).then(|| Next::Key(key, whitespace(text, colon + 1)))
+}
+
+/// The index of the `}` that closes an object at `at` (past whitespace), for [`Next::End`].
+fn after_whitespace(text: &[u8], at: usize) -> Option<usize> {
+    let at = whitespace(text, at);
+    (text.get(at) == Some(&b'}')).then_some(at)
+}
+
+/// `{` at `at` (past whitespace): the index after it.
+fn open_object(text: &[u8], at: usize) -> Option<usize> {
+    let at = whitespace(text, at);
+    (text.get(at) == Some(&b'{')).then_some(at + 1)
+}
+
+/// The first member, which must be `key`: the index where its value starts.
+fn expect_key(text: &[u8], at: usize, key: &[u8]) -> Option<usize> {
+    match first_member(text, at)? {
+        Next::Key(found, value) if found == key => Some(value),
+        _ => None,
+    }
+}
+
+/// The string at `at` (its `"`), when it has no escape: its bytes and the index past it.
+fn string(text: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    if text.get(at) != Some(&b'"') {
+        return None;
+    }
+    let len = memchr::memchr2(b'"', b'\\', text.get(at + 1..)?)?;
+    let end = at + 1 + len;
+    (text[end] == b'"').then(|| (&text[at + 1..end], end + 1))
+}
+
+/// The index past the JSON value at `at`, found without checking it (the parser checks what
+/// is not stripped); `None` when the text ends first.
+fn skip_value(text: &[u8], at: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut at = at;
+    loop {
+        match *text.get(at)? {
+            b'"' => {
+                at += 1;
+                loop {
+                    at += memchr::memchr2(b'"', b'\\', text.get(at..)?)?;
+                    if text[at] == b'"' {
+                        break;
+                    }
+                    at += 2;
+                }
+                at += 1;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                at += 1;
+            }
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                at += 1;
+            }
+            _ if depth == 0 => {
+                // A number or a literal: to the next delimiter.
+                while text.get(at).is_some_and(|b| {
+                    !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+                }) {
+                    at += 1;
+                }
+                return Some(at);
+            }
+            _ => at += 1,
+        }
+        if depth == 0 {
+            return Some(at);
+        }
+    }
+}
+
+/// The index of the first byte at or after `at` that is not JSON whitespace.
+fn whitespace(text: &[u8], mut at: usize) -> usize {
+    while matches!(text.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
+}
+
+/// After an element ending before `at`: the index of the next element, or `Err(end)`, the
+/// index past the array's `]` when it closes there.
+fn next_element(text: &[u8], at: usize) -> Result<usize, Option<usize>> {
+    let at = whitespace(text, at);
+    match text.get(at) {
+        Some(b',') => Ok(whitespace(text, at + 1)),
+        Some(b']') => Err(Some(at + 1)),
+        _ => Err(None),
+    }
+}
+
+/// When the value at `at` is a JSON array each of whose elements `element` reads (returning
+/// the index past it): the index past the array.
+fn array_of(
+    text: &[u8],
+    at: usize,
+    element: impl Fn(&[u8], usize) -> Option<usize>,
+) -> Option<usize> {
+    if text.get(at) != Some(&b'[') {
+        return None;
+    }
+    let mut at = whitespace(text, at + 1);
+    if text.get(at) == Some(&b']') {
+        return Some(at + 1);
+    }
+    loop {
+        at = element(text, at)?;
+        match next_element(text, at) {
+            Ok(next) => at = next,
+            Err(end) => return end,
+        }
+    }
+}
+
+/// When the value at `at` is a JSON array of strings that the parser and the string visitor
+/// take as they are: the index past it.
+fn plain_strings(text: &[u8], at: usize) -> Option<usize> {
+    array_of(text, at, plain_string)
+}
+
+/// When the value at `at` is a JSON array of integers that each fit an `i64` by their length:
+/// the index past it.
+fn small_integers(text: &[u8], at: usize) -> Option<usize> {
+    array_of(text, at, small_integer)
+}
+
+/// A string with no `\u` escape, no other escape but the JSON ones and no control character
+/// at `at`: the index past it.
+fn plain_string(text: &[u8], at: usize) -> Option<usize> {
+    if text.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut at = at + 1;
+    loop {
+        match *text.get(at)? {
+            b'"' => return Some(at + 1),
+            b'\\' => match text.get(at + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                _ => return None,
+            },
+            byte if byte < 0x20 => return None,
+            _ => at += 1,
+        }
+    }
+}
+
+/// An integer of 1 to 18 digits (so it fits an `i64`), with no leading zero and not `-0`
+/// (which serde_json reads as a float) at `at`: the index past it.
+fn small_integer(text: &[u8], at: usize) -> Option<usize> {
+    let start = at + usize::from(text.get(at) == Some(&b'-'));
+    let mut end = start;
+    while text.get(end).is_some_and(u8::is_ascii_digit) {
+        end += 1;
+    }
+    let digits = end - start;
+    let zero_led = text.get(start) == Some(&b'0') && (digits > 1 || start > at);
+    (digits > 0 && digits <= 18 && !zero_led).then_some(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stripped(line: &str) -> Option<String> {
+        let mut out = String::new();
+        strip_runs(line, &mut out).then_some(out)
+    }
+
+    // Goal: the runs of a stream's packed records are stripped, and nothing else: not a run
+    // whose record has its type last, not a member of that name elsewhere, not a row of
+    // another type or with its type not first.
+    #[test]
+    fn only_the_runs_of_stream_records_are_stripped() {
+        let row = |kind: &str, stream: &str| {
+            format!(
+                r#"{{"type":"{kind}","seq":3,"data":{{"turn":1,"texts":["x"],"stream":[{stream}],"meta":{{"dt":[1]}}}}}}"#
+            )
+        };
+        let runs = r#"{"type":"text-chunks","time0":1,"index":0,"dt":[1, 2],"texts":["a","b\n","c"]},{"type":"chunk","time":2,"chunk":{"type":"block-end","index":0,"block":{"type":"text","text":"abc"}}},{"type":"tool-call-chunks","time0":1,"index":1,"dt":[],"id":"c","args":["{\"a\"",":1}"]}"#;
+        let want = r#"{"type":"text-chunks","time0":1,"index":0,"dt":[],"texts":[]},{"type":"chunk","time":2,"chunk":{"type":"block-end","index":0,"block":{"type":"text","text":"abc"}}},{"type":"tool-call-chunks","time0":1,"index":1,"dt":[],"id":"c","args":[]}"#;
+        assert_eq!(
+            stripped(&row("assistant/message", runs)),
+            Some(row("assistant/message", want))
+        );
+        assert_eq!(
+            stripped(&row("assistant/attempt", runs)),
+            Some(row("assistant/attempt", want))
+        );
+        assert_eq!(stripped(&row("assistant/chunk", runs)), None);
+        assert_eq!(stripped(&row("tool/result", runs)), None);
+        let late = r#"{"time0":1,"index":0,"dt":[1],"texts":["a","b"],"type":"text-chunks"}"#;
+        assert_eq!(stripped(&row("assistant/message", late)), None);
+        let other = r#"{"type":"other-chunks","dt":[1],"texts":["a"]}"#;
+        assert_eq!(stripped(&row("assistant/message", other)), None);
+        // `args` of a text run, `texts` of a tool-call run and any other array are unknown
+        // members, kept.
+        let crossed = r#"{"type":"text-chunks","args":["a"],"gaps":[1]},{"type":"tool-call-chunks","texts":["a"],"ts":[2]}"#;
+        assert_eq!(stripped(&row("assistant/message", crossed)), None);
+        let type_last = r#"{"seq":1,"type":"assistant/message","data":{"stream":[{"type":"text-chunks","texts":["a"]}]}}"#;
+        assert_eq!(stripped(type_last), None);
+        let nested = r#"{"type":"assistant/message","data":{"message":{"stream":[{"type":"text-chunks","texts":["a"]}]}}}"#;
+        assert_eq!(stripped(nested), None);
+    }
+
+    // Goal: a run the parser or the visitors could refuse, or read otherwise than as plain
+    // strings or integers, is left to them.
+    #[test]
+    fn runs_that_are_not_plain_are_left_to_the_parser() {
+        let row = |member: &str| {
+            format!(
+                r#"{{"type":"assistant/message","data":{{"stream":[{{"type":"text-chunks",{member}}}]}}}}"#
+            )
+        };
+        for (member, strip) in [
+            (r#""texts":[]"#, true),
+            (r#""texts":[ "a" ,	"b" ]"#, true),
+            (r#""texts":["\"\\\/\b\f\n\r\t"]"#, true),
+            (r#""texts":["\u00e9"]"#, false),
+            (r#""texts":["\ud800"]"#, false),
+            (r#""texts":["\x"]"#, false),
+            ("\"texts\":[\"a\u{1}\"]", false),
+            (r#""texts":["a",7]"#, false),
+            (r#""texts":[null]"#, false),
+            (r#""texts":[["a"]]"#, false),
+            (r#""texts":"a""#, false),
+            (r#""texts":["a""#, false),
+            (r#""dt":[0, 17, -17, 123456789012345678]"#, true),
+            (r#""dt":[1234567890123456789]"#, false),
+            (r#""dt":[-0]"#, false),
+            (r#""dt":[01]"#, false),
+            (r#""dt":[1.5]"#, false),
+            (r#""dt":[1e3]"#, false),
+            (r#""dt":["1"]"#, false),
+            (r#""dt":[1,]"#, false),
+        ] {
+            assert_eq!(stripped(&row(member)).is_some(), strip, "{member}");
+            if strip {
+                serde_json::from_str::<serde_json::Value>(&row(member)).unwrap();
+            }
+        }
+    }
+
+    // Goal: the pass is not idle on the logs dsh writes: every row of generated V3 and V4 logs
+    // that carries a run has its runs stripped, and parses.
+    #[test]
+    fn the_runs_of_generated_logs_are_stripped() {
+        use crate::gen::{GenOptions, Generator};
+        use crate::{Compression, FormatVersion, LogWriter};
+        for version in [FormatVersion::V3, FormatVersion::V4] {
+            let options = GenOptions {
+                events: 300,
+                seed: 3,
+            };
+            let mut generator = Generator::for_version(options, version).unwrap();
+            let mut writer =
+                LogWriter::new(Vec::new(), &generator.header(), Compression::None).unwrap();
+            while let Some(batch) = generator.next_batch() {
+                writer.append_batch(&batch).unwrap();
+            }
+            let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();
+            let (mut with_runs, mut stripped_rows) = (0, 0);
+            for line in text.lines().skip(1) {
+                if !line.contains(r#""texts":[""#) {
+                    continue;
+                }
+                with_runs += 1;
+                if let Some(out) = stripped(line) {
+                    stripped_rows += 1;
+                    assert!(!out.contains(r#""texts":[""#), "{out}");
+                    serde_json::from_str::<serde_json::Value>(&out).unwrap();
+                }
+            }
+            assert!(with_runs > 10, "{version:?}: {with_runs} rows with runs");
+            assert_eq!(stripped_rows, with_runs, "{version:?}");
+        }
+    }
+
+    // Goal: a row the pass cannot read with certainty (damaged, or cut short) is left as it
+    // is, whatever its bytes, and the pass never panics.
+    #[test]
+    fn damaged_rows_are_left_alone_without_a_panic() {
+        let row = r#"{"type":"assistant/message","data":{"stream":[{"type":"text-chunks","dt":[1],"texts":["a","b"]}]}}"#;
+        for end in 0..row.len() {
+            let cut = &row[..end];
+            assert_eq!(stripped(cut), None, "{cut}");
+        }
+        for at in 0..row.len() {
+            for byte in [b'"', b'\\', b'[', b']', b'{', b'}', b',', b':', b' ', b'x'] {
+                let mut bytes = row.as_bytes().to_vec();
+                bytes[at] = byte;
+                if let Ok(text) = std::str::from_utf8(&bytes) {
+                    let _ = stripped(text);
+                }
+            }
+        }
+    }
+}
