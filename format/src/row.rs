@@ -56,7 +56,9 @@ fn decode_row_now(line: &[u8], ctx: RowContext, expected_seq: u64) -> Result<Dec
     // give the same values and errors: a string's bytes lie between ASCII quotes and
     // backslashes, so each one is valid UTF-8 when the line is.
     let raw = match crate::utf8::text(line) {
-        Some(text) if ctx.skim && ctx.version >= FormatVersion::V3 => parse_stripped(text, visitor),
+        Some(text) if crate::skim::is_skimming() && ctx.version >= FormatVersion::V3 => {
+            parse_stripped(text, visitor)
+        }
         Some(text) => parse_row(serde_json::Deserializer::from_str(text), visitor),
         None => parse_row(serde_json::Deserializer::from_slice(line), visitor),
     };
@@ -94,7 +96,6 @@ impl<'de> de::DeserializeSeed<'de> for RowSeed {
     }
 }
 
-/// Reads one row object and refuses anything after it.
 /// A skimming decode of a V3 or V4 row of text: first the row with its packed runs stripped
 /// (`strip`); when there were none, or the stripped row is refused, the row itself, so that a
 /// refusal reads as the row's own.
@@ -115,6 +116,7 @@ fn parse_stripped(text: &str, visitor: RowVisitor) -> Result<RawRow, serde_json:
     }
 }
 
+/// Reads one row object and refuses anything after it.
 fn parse_row<'de, R: serde_json::de::Read<'de>>(
     mut de: serde_json::Deserializer<R>,
     visitor: RowVisitor,

@@ -43,163 +43,96 @@ pub(crate) fn strip_runs(line: &str, out: &mut String) -> bool {
 /// The byte ranges of the runs to strip (each from its `[` to past its `]`), in order;
 /// `None` where the row is not one this pass reads with certainty.
 fn find_runs(text: &[u8], runs: &mut Vec<(usize, usize)>) -> Option<()> {
-    let mut at = open_object(text, 0)?;
-    at = expect_key(text, at, b"type")?;
-    let (kind, after) = string(text, at)?;
-    if kind != b"assistant/message" && kind != b"assistant/attempt" {
-        return None;
-    }
-    at = after;
-    // The row's other members; `data` is read into.
-    loop {
-        match next_member(text, at)? {
-            Next::End => return Some(()),
-            Next::Key(key, value) if key == b"data" && text.get(value) == Some(&b'{') => {
-                at = data(text, value, runs)?;
-            }
-            Next::Key(_, value) => at = skip_value(text, value)?,
+    let mut first = true;
+    object(text, whitespace(text, 0), |key, value| {
+        if std::mem::take(&mut first) {
+            // The row's `type`, first, and one whose data can hold a stream.
+            let (kind, after) = string(text, value).filter(|_| key == b"type")?;
+            return matches!(kind, b"assistant/message" | b"assistant/attempt").then_some(after);
         }
-    }
+        match key {
+            b"data" if text.get(value) == Some(&b'{') => data(text, value, runs),
+            _ => skip_value(text, value),
+        }
+    })
+    .map(drop)
 }
 
 /// Reads the `data` object at `at` (its `{`), finding the runs of its `stream`; returns the
 /// index past it.
 fn data(text: &[u8], at: usize, runs: &mut Vec<(usize, usize)>) -> Option<usize> {
-    let mut at = at + 1;
-    let mut first = true;
-    loop {
-        let next = if first {
-            first_member(text, at)?
-        } else {
-            next_member(text, at)?
-        };
-        first = false;
-        match next {
-            Next::End => return Some(after_whitespace(text, at)? + 1),
-            Next::Key(key, value) if key == b"stream" && text.get(value) == Some(&b'[') => {
-                at = stream(text, value, runs)?;
-            }
-            Next::Key(_, value) => at = skip_value(text, value)?,
+    object(text, at, |key, value| match key {
+        b"stream" if text.get(value) == Some(&b'[') => {
+            array_of(text, value, |text, at| match text.get(at) {
+                Some(b'{') => record(text, at, runs),
+                _ => skip_value(text, at),
+            })
         }
-    }
-}
-
-/// Reads the `stream` array at `at` (its `[`), finding the runs of its records; returns the
-/// index past it.
-fn stream(text: &[u8], at: usize, runs: &mut Vec<(usize, usize)>) -> Option<usize> {
-    let mut at = whitespace(text, at + 1);
-    if text.get(at) == Some(&b']') {
-        return Some(at + 1);
-    }
-    loop {
-        at = if text.get(at) == Some(&b'{') {
-            record(text, at, runs)?
-        } else {
-            skip_value(text, at)?
-        };
-        at = whitespace(text, at);
-        match text.get(at)? {
-            b',' => at = whitespace(text, at + 1),
-            b']' => return Some(at + 1),
-            _ => return None,
-        }
-    }
+        _ => skip_value(text, value),
+    })
 }
 
 /// Reads the stream record at `at` (its `{`); when it is a packed run with its `type` first,
-/// notes its `texts`, `args` and `dt` arrays that can be stripped. Returns the index past it.
+/// notes its pieces and `dt` arrays that can be stripped. Returns the index past it.
 fn record(text: &[u8], at: usize, runs: &mut Vec<(usize, usize)>) -> Option<usize> {
-    let mut at = at + 1;
     // The member that holds the pieces: `texts` of text and reasoning runs, `args` of tool-call
     // runs (in any other record a member of that name is an unknown one, kept as it is).
-    let pieces: Option<&[u8]> = match first_member(text, at)? {
-        Next::Key(b"type", value) if text.get(value) == Some(&b'"') => {
-            let (kind, after) = string(text, value)?;
-            at = after;
-            match kind {
-                b"text-chunks" | b"reasoning-chunks" => Some(b"texts"),
-                b"tool-call-chunks" => Some(b"args"),
-                _ => None,
-            }
-        }
-        Next::End => return Some(after_whitespace(text, at)? + 1),
-        Next::Key(_, value) => {
-            at = skip_value(text, value)?;
-            None
-        }
-    };
-    loop {
-        match next_member(text, at)? {
-            Next::End => return Some(after_whitespace(text, at)? + 1),
-            Next::Key(key, value) => {
-                let run = match pieces {
-                    Some(pieces) if key == pieces => plain_strings(text, value),
-                    Some(_) if key == b"dt" => small_integers(text, value),
+    let mut pieces: Option<&[u8]> = None;
+    let mut first = true;
+    object(text, at, |key, value| {
+        if std::mem::take(&mut first) && key == b"type" {
+            if let Some((kind, after)) = string(text, value) {
+                pieces = match kind {
+                    b"text-chunks" | b"reasoning-chunks" => Some(b"texts"),
+                    b"tool-call-chunks" => Some(b"args"),
                     _ => None,
                 };
-                at = match run {
-                    Some(end) => {
-                        runs.push((value, end));
-                        end
-                    }
-                    None => skip_value(text, value)?,
-                };
+                return Some(after);
             }
         }
+        let run = match pieces {
+            Some(pieces) if key == pieces => plain_strings(text, value),
+            Some(_) if key == b"dt" => small_integers(text, value),
+            _ => None,
+        };
+        match run {
+            Some(end) => {
+                runs.push((value, end));
+                Some(end)
+            }
+            None => skip_value(text, value),
+        }
+    })
+}
+
+/// The object at `at` (its `{`): `member` is given each member's key (when it has no escape)
+/// and the index where its value starts, and returns the index past the value. Returns the
+/// index past the object; `None` when the text is not an object of such members or `member`
+/// gives up.
+fn object(
+    text: &[u8],
+    at: usize,
+    mut member: impl FnMut(&[u8], usize) -> Option<usize>,
+) -> Option<usize> {
+    if text.get(at) != Some(&b'{') {
+        return None;
     }
-}
-
-/// What follows a member or the opening of an object.
-enum Next<'a> {
-    /// The object closes (at the index the caller passed, past whitespace).
-    End,
-    /// A member: its key and the index where its value starts.
-    Key(&'a [u8], usize),
-}
-
-/// After `{`: the object's first member, or its end.
-fn first_member(text: &[u8], at: usize) -> Option<Next<'_>> {
-    let at = whitespace(text, at);
+    let mut at = whitespace(text, at + 1);
     if text.get(at) == Some(&b'}') {
-        return Some(Next::End);
+        return Some(at + 1);
     }
-    member(text, at)
-}
-
-/// After a member's value: the next member, or the object's end.
-fn next_member(text: &[u8], at: usize) -> Option<Next<'_>> {
-    let at = whitespace(text, at);
-    match text.get(at)? {
-        b'}' => Some(Next::End),
-        b',' => member(text, whitespace(text, at + 1)),
-        _ => None,
-    }
-}
-
-/// The member whose key starts at `at`.
-fn member(text: &[u8], at: usize) -> Option<Next<'_>> {
-    let (key, after) = string(text, at)?;
-    let colon = whitespace(text, after);
-    (text.get(colon) == Some(&b':')).then(|| Next::Key(key, whitespace(text, colon + 1)))
-}
-
-/// The index of the `}` that closes an object at `at` (past whitespace), for [`Next::End`].
-fn after_whitespace(text: &[u8], at: usize) -> Option<usize> {
-    let at = whitespace(text, at);
-    (text.get(at) == Some(&b'}')).then_some(at)
-}
-
-/// `{` at `at` (past whitespace): the index after it.
-fn open_object(text: &[u8], at: usize) -> Option<usize> {
-    let at = whitespace(text, at);
-    (text.get(at) == Some(&b'{')).then_some(at + 1)
-}
-
-/// The first member, which must be `key`: the index where its value starts.
-fn expect_key(text: &[u8], at: usize, key: &[u8]) -> Option<usize> {
-    match first_member(text, at)? {
-        Next::Key(found, value) if found == key => Some(value),
-        _ => None,
+    loop {
+        let (key, after) = string(text, at)?;
+        let colon = whitespace(text, after);
+        if text.get(colon) != Some(&b':') {
+            return None;
+        }
+        at = whitespace(text, member(key, whitespace(text, colon + 1))?);
+        match text.get(at)? {
+            b',' => at = whitespace(text, at + 1),
+            b'}' => return Some(at + 1),
+            _ => return None,
+        }
     }
 }
 
@@ -280,7 +213,7 @@ fn next_element(text: &[u8], at: usize) -> Result<usize, Option<usize>> {
 fn array_of(
     text: &[u8],
     at: usize,
-    element: impl Fn(&[u8], usize) -> Option<usize>,
+    mut element: impl FnMut(&[u8], usize) -> Option<usize>,
 ) -> Option<usize> {
     if text.get(at) != Some(&b'[') {
         return None;
@@ -386,6 +319,11 @@ mod tests {
         assert_eq!(stripped(type_last), None);
         let nested = r#"{"type":"assistant/message","data":{"message":{"stream":[{"type":"text-chunks","texts":["a"]}]}}}"#;
         assert_eq!(stripped(nested), None);
+        // A stream under another member of the row, and another member of `data`.
+        let beside = r#"{"type":"assistant/message","meta":{"stream":[{"type":"text-chunks","texts":["a"]}]}}"#;
+        assert_eq!(stripped(beside), None);
+        let renamed = r#"{"type":"assistant/message","data":{"streams":[{"type":"text-chunks","texts":["a"]}]}}"#;
+        assert_eq!(stripped(renamed), None);
     }
 
     // Goal: a run the parser or the visitors could refuse, or read otherwise than as plain
