@@ -200,6 +200,14 @@ fn whitespace(text: &[u8], mut at: usize) -> usize {
 /// After an element ending before `at`: the index of the next element, or `Err(end)`, the
 /// index past the array's `]` when it closes there.
 fn next_element(text: &[u8], at: usize) -> Result<usize, Option<usize>> {
+    // Compact text first: a comma right after the element and the next one right after it.
+    if text.get(at) == Some(&b',')
+        && text
+            .get(at + 1)
+            .is_some_and(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        return Ok(at + 1);
+    }
     let at = whitespace(text, at);
     match text.get(at) {
         Some(b',') => Ok(whitespace(text, at + 1)),
@@ -251,6 +259,15 @@ fn plain_string(text: &[u8], at: usize) -> Option<usize> {
     }
     let mut at = at + 1;
     loop {
+        // Eight bytes at a time to the next one that is not plain text.
+        while let Some(chunk) = text.get(at..at + 8) {
+            let special = special_bytes(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+            if special != 0 {
+                at += (special.trailing_zeros() / 8) as usize;
+                break;
+            }
+            at += 8;
+        }
         match *text.get(at)? {
             b'"' => return Some(at + 1),
             b'\\' => match text.get(at + 1)? {
@@ -261,6 +278,22 @@ fn plain_string(text: &[u8], at: usize) -> Option<usize> {
             _ => at += 1,
         }
     }
+}
+
+/// The bytes of `word` (read little-endian: its lowest byte first in the text) that are `"`,
+/// `\` or a control character, each marked by its high bit. The lowest mark is exact, so
+/// `trailing_zeros() / 8` is the index of the first such byte; a mark above it may be a
+/// borrow's, which is never read. Bytes of 0x80 and above (UTF-8 beyond ASCII) are never
+/// marked.
+#[inline]
+fn special_bytes(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let below = |word: u64, bound: u8| word.wrapping_sub(ONES * u64::from(bound)) & !word & HIGHS;
+    let zero = |word: u64| below(word, 1);
+    below(word, 0x20)
+        | zero(word ^ (ONES * u64::from(b'"')))
+        | zero(word ^ (ONES * u64::from(b'\\')))
 }
 
 /// An integer of 1 to 18 digits (so it fits an `i64`), with no leading zero and not `-0`
@@ -278,7 +311,120 @@ fn small_integer(text: &[u8], at: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// The string check one byte at a time, as it was before the eight-byte steps.
+    fn plain_string_bytewise(text: &[u8], at: usize) -> Option<usize> {
+        if text.get(at) != Some(&b'"') {
+            return None;
+        }
+        let mut at = at + 1;
+        loop {
+            match *text.get(at)? {
+                b'"' => return Some(at + 1),
+                b'\\' => match text.get(at + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                    _ => return None,
+                },
+                byte if byte < 0x20 => return None,
+                _ => at += 1,
+            }
+        }
+    }
+
+    /// `next_element` without its fast path for compact text.
+    fn next_element_spaced(text: &[u8], at: usize) -> Result<usize, Option<usize>> {
+        let at = whitespace(text, at);
+        match text.get(at) {
+            Some(b',') => Ok(whitespace(text, at + 1)),
+            Some(b']') => Err(Some(at + 1)),
+            _ => Err(None),
+        }
+    }
+
+    /// Text near the edges of the two checks: quotes, backslashes and every escape letter,
+    /// control characters, bytes just below and above them, UTF-8 of every length, commas,
+    /// brackets and whitespace, in runs long enough for the eight-byte steps.
+    fn edgy_text() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(b"\"".to_vec()),
+            Just(b"\\".to_vec()),
+            Just(b"\\u00e9".to_vec()),
+            prop::sample::select(b"\"\\/bfnrtux0 ".to_vec()).prop_map(|b| vec![b'\\', b]),
+            (0u8..0x20).prop_map(|b| vec![b]),
+            prop::sample::select(vec![0x1f, 0x20, 0x21, 0x22, 0x23, 0x5b, 0x5c, 0x5d, 0x7f])
+                .prop_map(|b| vec![b]),
+            Just("\u{e9}\u{20ac}\u{1f600}".as_bytes().to_vec()),
+            Just(vec![0x80, 0xa2, 0xdc, 0xff]),
+            prop::sample::select(b",[] \t\n\r".to_vec()).prop_map(|b| vec![b]),
+            "[a-z]{1,12}".prop_map(String::into_bytes),
+            Just(b"\",\"".to_vec()),
+            Just(b"\", \"".to_vec()),
+        ];
+        proptest::collection::vec(piece, 0..24).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        // Goal: the eight-byte steps of the string check and the compact fast path between
+        // elements decide as the byte-at-a-time versions do, on any text, from any start.
+        // Method: edgy text; both versions of each function from every index, and whole
+        // arrays of strings read with the old functions against `plain_strings`.
+        #[test]
+        fn the_word_steps_decide_as_the_byte_steps(text in edgy_text()) {
+            for at in 0..=text.len() {
+                prop_assert_eq!(plain_string(&text, at), plain_string_bytewise(&text, at));
+                prop_assert_eq!(next_element(&text, at), next_element_spaced(&text, at));
+            }
+            let mut array = b"[\"".to_vec();
+            array.extend_from_slice(&text);
+            array.extend_from_slice(b"\"]");
+            let bytewise = |text: &[u8], at: usize| -> Option<usize> {
+                let mut at = whitespace(text, at + 1);
+                if text.get(at) == Some(&b']') {
+                    return Some(at + 1);
+                }
+                loop {
+                    at = plain_string_bytewise(text, at)?;
+                    match next_element_spaced(text, at) {
+                        Ok(next) => at = next,
+                        Err(end) => return end,
+                    }
+                }
+            };
+            prop_assert_eq!(plain_strings(&array, 0), bytewise(&array, 0));
+        }
+    }
+
+    // Goal: the eight-byte check marks exactly the bytes that end a plain run, at every
+    // position of the word, and its lowest mark is the first of them.
+    // Method: every byte value at every position of a word of plain letters, then two
+    // special bytes in one word.
+    #[test]
+    fn the_word_check_finds_the_first_special_byte() {
+        for position in 0..8 {
+            for byte in 0..=255u8 {
+                let mut word = *b"abcdefgh";
+                word[position] = byte;
+                let marks = special_bytes(u64::from_le_bytes(word));
+                let special = byte < 0x20 || byte == b'"' || byte == b'\\';
+                assert_eq!(marks != 0, special, "byte {byte:#04x} at {position}");
+                if special {
+                    assert_eq!(marks.trailing_zeros() / 8, position as u32);
+                }
+            }
+        }
+        for (first, second) in [(0usize, 1usize), (2, 3), (3, 7), (6, 7)] {
+            for (a, b) in [(0x00u8, b'"'), (b'\\', 0x1f), (b'"', b'"'), (0x01, 0x00)] {
+                let mut word = *b"\xff\x80zzzzzz";
+                word[first] = a;
+                word[second] = b;
+                let marks = special_bytes(u64::from_le_bytes(word));
+                assert_eq!(marks.trailing_zeros() / 8, first as u32);
+            }
+        }
+    }
 
     fn stripped(line: &str) -> Option<String> {
         let mut out = String::new();
