@@ -59,6 +59,27 @@ impl<'de> Deserialize<'de> for Gaps {
         if !crate::skim::is_skimming() {
             return Vec::deserialize(deserializer).map(Gaps);
         }
+        deserializer.deserialize_newtype_struct(crate::skim::SKIMMED_INTEGERS, SkimmedRun)
+    }
+}
+
+/// A skimmed run asked for as [`SKIMMED_INTEGERS`](crate::skim::SKIMMED_INTEGERS): checked
+/// whole by the deserializer (`visit_unit`), or read as [`Skimmed`] reads it.
+struct SkimmedRun;
+
+impl<'de> Visitor<'de> for SkimmedRun {
+    type Value = Gaps;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a sequence")
+    }
+
+    /// The deserializer checked an array of integers that fit an `i64`.
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Gaps, E> {
+        Ok(Gaps::default())
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, deserializer: D) -> Result<Gaps, D::Error> {
         deserializer.deserialize_seq(Skimmed)
     }
 }

@@ -171,9 +171,35 @@ impl<'de> Deserialize<'de> for Pieces {
     /// While the thread skims ([`crate::skim`]) the array is checked element by element as
     /// always, and no piece is kept.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Pieces, D::Error> {
-        deserializer.deserialize_seq(SeqVisitor {
-            keep: !crate::skim::is_skimming(),
-        })
+        if crate::skim::is_skimming() {
+            return deserializer
+                .deserialize_newtype_struct(crate::skim::SKIMMED_STRINGS, SkimmedRun);
+        }
+        deserializer.deserialize_seq(SeqVisitor { keep: true })
+    }
+}
+
+/// A skimmed run asked for as [`SKIMMED_STRINGS`](crate::skim::SKIMMED_STRINGS): checked
+/// whole by the deserializer (`visit_unit`), or read as the skimming [`SeqVisitor`] reads it.
+struct SkimmedRun;
+
+impl<'de> Visitor<'de> for SkimmedRun {
+    type Value = Pieces;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a sequence")
+    }
+
+    /// The deserializer checked an array of strings.
+    fn visit_unit<E: de::Error>(self) -> Result<Pieces, E> {
+        Ok(Pieces::new())
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Pieces, D::Error> {
+        deserializer.deserialize_seq(SeqVisitor { keep: false })
     }
 }
 

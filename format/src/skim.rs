@@ -52,6 +52,14 @@ pub fn skimming<R>(skim: bool, decode: impl FnOnce() -> R) -> R {
 /// visitor itself over (`visit_newtype_struct`).
 pub(crate) const SKIMMED_STRING: &str = "$sessionlog::SkimmedString";
 
+/// The newtype names a skimmed packed run is asked for under: an array of strings (`Pieces`)
+/// or of integers that fit an `i64` (`Gaps`). The binary decoder checks a whole run of
+/// plain elements in one pass and answers `visit_unit`; it hands anything else (and every
+/// deserializer that does not know the names hands everything) to the visitor itself, which
+/// reads the array element by element as before, so every refusal reads as it did.
+pub(crate) const SKIMMED_STRINGS: &str = "$sessionlog::SkimmedStrings";
+pub(crate) const SKIMMED_INTEGERS: &str = "$sessionlog::SkimmedIntegers";
+
 /// Whether the calling thread is skimming.
 #[inline]
 pub(crate) fn is_skimming() -> bool {

@@ -174,6 +174,52 @@ impl<'de> Decoder<'de> {
         self.depth -= 1;
     }
 
+    /// Checks a skimmed packed run at the cursor in one pass and moves past it, when it is an
+    /// array whose every element the element-by-element read would take: a string whose bytes
+    /// are all ASCII (one check over the whole run), or an integer that fits an `i64`.
+    /// Anything else (another value, an element of another kind, text beyond ASCII, any
+    /// fault, an array too deep) leaves the cursor where it was and returns false, and the
+    /// caller reads the run element by element, which refuses what it refused before.
+    pub(super) fn skim_run(&mut self, run: Run) -> bool {
+        if self.depth >= DEPTH_MAX {
+            return false;
+        }
+        let mut reader = Reader {
+            input: self.reader.input,
+            pos: self.reader.pos,
+        };
+        if reader.read_tag() != Ok(TAG_ARRAY) {
+            return false;
+        }
+        let Ok(n_items) = reader.read_count() else {
+            return false;
+        };
+        let items_start = reader.pos;
+        for _ in 0..n_items {
+            let taken = match (run, reader.read_tag()) {
+                (Run::Strings, Ok(TAG_STRING)) => reader.read_len().is_ok_and(|size_bytes| {
+                    reader.pos += size_bytes;
+                    true
+                }),
+                (Run::Integers, Ok(TAG_UINT)) => reader
+                    .read_varint()
+                    .is_ok_and(|value| i64::try_from(value).is_ok()),
+                (Run::Integers, Ok(TAG_NEGATIVE_INT)) => reader.read_negative().is_ok(),
+                _ => false,
+            };
+            if !taken {
+                return false;
+            }
+        }
+        // Tags and one-byte lengths are ASCII too, so the run's bytes are all ASCII exactly
+        // when every string is ASCII and no length took a second byte.
+        if run == Run::Strings && !reader.input[items_start..reader.pos].is_ascii() {
+            return false;
+        }
+        self.reader.pos = reader.pos;
+        true
+    }
+
     fn visit_array<V: Visitor<'de>>(
         &mut self,
         offset_bytes: u64,
@@ -265,6 +311,14 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {
             self.reader.skip_str()?;
             return visitor.visit_unit();
         }
+        let run = match name {
+            crate::skim::SKIMMED_STRINGS => Some(Run::Strings),
+            crate::skim::SKIMMED_INTEGERS => Some(Run::Integers),
+            _ => None,
+        };
+        if run.is_some_and(|run| self.skim_run(run)) {
+            return visitor.visit_unit();
+        }
         visitor.visit_newtype_struct(self)
     }
 
@@ -314,6 +368,13 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
         unit unit_struct seq tuple tuple_struct map struct identifier
     }
+}
+
+/// The kind of a skimmed packed run ([`Decoder::skim_run`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Run {
+    Strings,
+    Integers,
 }
 
 /// The elements of an array.
