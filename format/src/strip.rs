@@ -279,7 +279,7 @@ fn plain_string(text: &[u8], at: usize) -> Option<usize> {
     }
 }
 
-/// The index of the first `"` or `\\` at or after `at`. Most strings of a row are keys and
+/// The index of the first `"` or `\` at or after `at`. Most strings of a row are keys and
 /// short values, so the first 32 bytes are looked at eight at a time before `memchr2`, whose
 /// call costs more than such a string's whole scan.
 fn quote_or_backslash(text: &[u8], mut at: usize) -> Option<usize> {
@@ -297,7 +297,7 @@ fn quote_or_backslash(text: &[u8], mut at: usize) -> Option<usize> {
     memchr::memchr2(b'"', b'\\', text.get(at..)?).map(|len| at + len)
 }
 
-/// The bytes of `word` that are `"` or `\\`, marked as [`special_bytes`] marks them.
+/// The bytes of `word` that are `"` or `\`, marked as [`special_bytes`] marks them.
 #[inline]
 fn quote_or_backslash_bytes(word: u64) -> u64 {
     zero_bytes(word ^ (ONES * u64::from(b'"'))) | zero_bytes(word ^ (ONES * u64::from(b'\\')))
@@ -403,8 +403,8 @@ mod tests {
         // Goal: the eight-byte steps of the string check and of the search for a string's end,
         // and the compact fast path between elements, decide as the byte-at-a-time versions
         // (and `memchr2`) do, on any text, from any start.
-        // Method: edgy text; both versions of each function from every index, and whole
-        // arrays of strings read with the old functions against `plain_strings`.
+        // Method: edgy text; both versions of each function from every index, and the text
+        // as an array of strings read by `plain_strings` and by the byte-at-a-time check.
         #[test]
         fn the_word_steps_decide_as_the_byte_steps(text in edgy_text()) {
             for at in 0..=text.len() {
@@ -416,20 +416,10 @@ mod tests {
             let mut array = b"[\"".to_vec();
             array.extend_from_slice(&text);
             array.extend_from_slice(b"\"]");
-            let bytewise = |text: &[u8], at: usize| -> Option<usize> {
-                let mut at = whitespace(text, at + 1);
-                if text.get(at) == Some(&b']') {
-                    return Some(at + 1);
-                }
-                loop {
-                    at = plain_string_bytewise(text, at)?;
-                    match next_element_spaced(text, at) {
-                        Ok(next) => at = next,
-                        Err(end) => return end,
-                    }
-                }
-            };
-            prop_assert_eq!(plain_strings(&array, 0), bytewise(&array, 0));
+            prop_assert_eq!(
+                plain_strings(&array, 0),
+                array_of(&array, 0, plain_string_bytewise)
+            );
         }
     }
 
