@@ -53,8 +53,10 @@ impl Serialize for Gaps {
 }
 
 impl<'de> Deserialize<'de> for Gaps {
-    /// Whole, serde's own `Vec<i64>`; while the thread skims, the same array checked element
-    /// by element and not kept.
+    /// Whole, serde's own `Vec<i64>`; while the thread skims, the same array checked and not
+    /// kept: in one pass by a deserializer that knows
+    /// [`SKIMMED_INTEGERS`](crate::skim::SKIMMED_INTEGERS) (the binary decoder, for a run of
+    /// plain elements), else element by element.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Gaps, D::Error> {
         if !crate::skim::is_skimming() {
             return Vec::deserialize(deserializer).map(Gaps);

@@ -168,8 +168,9 @@ impl Serialize for Array<'_> {
 }
 
 impl<'de> Deserialize<'de> for Pieces {
-    /// While the thread skims ([`crate::skim`]) the array is checked element by element as
-    /// always, and no piece is kept.
+    /// While the thread skims ([`crate::skim`]) the array is checked and no piece is kept:
+    /// in one pass by a deserializer that knows [`SKIMMED_STRINGS`](crate::skim::SKIMMED_STRINGS)
+    /// (the binary decoder, for a run of plain elements), else element by element as always.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Pieces, D::Error> {
         if crate::skim::is_skimming() {
             return deserializer
