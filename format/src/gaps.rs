@@ -55,7 +55,7 @@ impl Serialize for Gaps {
 impl<'de> Deserialize<'de> for Gaps {
     /// Whole, serde's own `Vec<i64>`; while the thread skims, the same array checked and not
     /// kept: in one pass by a deserializer that knows
-    /// [`SKIMMED_INTEGERS`](crate::skim::SKIMMED_INTEGERS) (the binary decoder, for a run of
+    /// `SKIMMED_INTEGERS` (the binary decoder, for a run of
     /// plain elements), else element by element.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Gaps, D::Error> {
         if !crate::skim::is_skimming() {
@@ -65,7 +65,7 @@ impl<'de> Deserialize<'de> for Gaps {
     }
 }
 
-/// A skimmed run asked for as [`SKIMMED_INTEGERS`](crate::skim::SKIMMED_INTEGERS): checked
+/// A skimmed run asked for as `SKIMMED_INTEGERS`: checked
 /// whole by the deserializer (`visit_unit`), or read as [`Skimmed`] reads it.
 struct SkimmedRun;
 

@@ -169,7 +169,7 @@ impl Serialize for Array<'_> {
 
 impl<'de> Deserialize<'de> for Pieces {
     /// While the thread skims ([`crate::skim`]) the array is checked and no piece is kept:
-    /// in one pass by a deserializer that knows [`SKIMMED_STRINGS`](crate::skim::SKIMMED_STRINGS)
+    /// in one pass by a deserializer that knows `SKIMMED_STRINGS`
     /// (the binary decoder, for a run of plain elements), else element by element as always.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Pieces, D::Error> {
         if crate::skim::is_skimming() {
@@ -180,7 +180,7 @@ impl<'de> Deserialize<'de> for Pieces {
     }
 }
 
-/// A skimmed run asked for as [`SKIMMED_STRINGS`](crate::skim::SKIMMED_STRINGS): checked
+/// A skimmed run asked for as `SKIMMED_STRINGS`: checked
 /// whole by the deserializer (`visit_unit`), or read as the skimming [`SeqVisitor`] reads it.
 struct SkimmedRun;
 
