@@ -114,24 +114,47 @@ fn object(
     at: usize,
     mut member: impl FnMut(&[u8], usize) -> Option<usize>,
 ) -> Option<usize> {
-    if text.get(at) != Some(&b'{') {
-        return None;
-    }
-    let mut at = whitespace(text, at + 1);
-    if text.get(at) == Some(&b'}') {
-        return Some(at + 1);
-    }
-    loop {
+    items(text, at, [b'{', b'}'], |text, at| {
         let (key, after) = string(text, at)?;
         let colon = whitespace(text, after);
         if text.get(colon) != Some(&b':') {
             return None;
         }
-        at = whitespace(text, member(key, whitespace(text, colon + 1))?);
-        match text.get(at)? {
-            b',' => at = whitespace(text, at + 1),
-            b'}' => return Some(at + 1),
-            _ => return None,
+        member(key, whitespace(text, colon + 1))
+    })
+}
+
+/// When the value at `at` is a JSON array each of whose elements `element` reads (returning
+/// the index past it): the index past the array.
+fn array_of(
+    text: &[u8],
+    at: usize,
+    element: impl FnMut(&[u8], usize) -> Option<usize>,
+) -> Option<usize> {
+    items(text, at, [b'[', b']'], element)
+}
+
+/// The object or array at `at`, between `brackets`, each of whose items (a member, an
+/// element) `item` reads from its first byte, returning the index past it: the index past the
+/// closing bracket; `None` when the text is not such a sequence or `item` gives up.
+fn items(
+    text: &[u8],
+    at: usize,
+    [open, close]: [u8; 2],
+    mut item: impl FnMut(&[u8], usize) -> Option<usize>,
+) -> Option<usize> {
+    if text.get(at) != Some(&open) {
+        return None;
+    }
+    let mut at = whitespace(text, at + 1);
+    if text.get(at) == Some(&close) {
+        return Some(at + 1);
+    }
+    loop {
+        at = item(text, at)?;
+        match next_item(text, at, close) {
+            Ok(next) => at = next,
+            Err(end) => return end,
         }
     }
 }
@@ -196,10 +219,10 @@ fn whitespace(text: &[u8], mut at: usize) -> usize {
     at
 }
 
-/// After an element ending before `at`: the index of the next element, or `Err(end)`, the
-/// index past the array's `]` when it closes there.
-fn next_element(text: &[u8], at: usize) -> Result<usize, Option<usize>> {
-    // Compact text first: a comma right after the element and the next one right after it.
+/// After an item ending before `at`: the index of the next item, or `Err(end)`, the index
+/// past the `close` bracket when the sequence closes there.
+fn next_item(text: &[u8], at: usize, close: u8) -> Result<usize, Option<usize>> {
+    // Compact text first: a comma right after the item and the next one right after it.
     if text.get(at) == Some(&b',')
         && text
             .get(at + 1)
@@ -210,31 +233,8 @@ fn next_element(text: &[u8], at: usize) -> Result<usize, Option<usize>> {
     let at = whitespace(text, at);
     match text.get(at) {
         Some(b',') => Ok(whitespace(text, at + 1)),
-        Some(b']') => Err(Some(at + 1)),
+        Some(&byte) if byte == close => Err(Some(at + 1)),
         _ => Err(None),
-    }
-}
-
-/// When the value at `at` is a JSON array each of whose elements `element` reads (returning
-/// the index past it): the index past the array.
-fn array_of(
-    text: &[u8],
-    at: usize,
-    mut element: impl FnMut(&[u8], usize) -> Option<usize>,
-) -> Option<usize> {
-    if text.get(at) != Some(&b'[') {
-        return None;
-    }
-    let mut at = whitespace(text, at + 1);
-    if text.get(at) == Some(&b']') {
-        return Some(at + 1);
-    }
-    loop {
-        at = element(text, at)?;
-        match next_element(text, at) {
-            Ok(next) => at = next,
-            Err(end) => return end,
-        }
     }
 }
 
@@ -367,12 +367,12 @@ mod tests {
         }
     }
 
-    /// `next_element` without its fast path for compact text.
-    fn next_element_spaced(text: &[u8], at: usize) -> Result<usize, Option<usize>> {
+    /// `next_item` without its fast path for compact text.
+    fn next_item_spaced(text: &[u8], at: usize, close: u8) -> Result<usize, Option<usize>> {
         let at = whitespace(text, at);
         match text.get(at) {
             Some(b',') => Ok(whitespace(text, at + 1)),
-            Some(b']') => Err(Some(at + 1)),
+            Some(&byte) if byte == close => Err(Some(at + 1)),
             _ => Err(None),
         }
     }
@@ -409,7 +409,9 @@ mod tests {
         fn the_word_steps_decide_as_the_byte_steps(text in edgy_text()) {
             for at in 0..=text.len() {
                 prop_assert_eq!(plain_string(&text, at), plain_string_bytewise(&text, at));
-                prop_assert_eq!(next_element(&text, at), next_element_spaced(&text, at));
+                for close in [b']', b'}'] {
+                    prop_assert_eq!(next_item(&text, at, close), next_item_spaced(&text, at, close));
+                }
                 let found = memchr::memchr2(b'"', b'\\', &text[at..]).map(|len| at + len);
                 prop_assert_eq!(quote_or_backslash(&text, at), found);
             }
