@@ -196,21 +196,10 @@ where
     Ok(out)
 }
 
-thread_local! {
-    // A zstd context at the block level, kept by each thread that seals: creating one per
-    // block cost about 1% of the sealer's time.
-    static BLOCK_COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Appends `payload` as one zstd frame to `out`, which has room for the largest frame.
+/// Appends `payload` as one zstd frame to `out`, which has room for the largest frame, with
+/// the thread's context at the block level (the sealer seals one block after another).
 fn compress_payload(payload: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
-    BLOCK_COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let compressor = match slot.as_mut() {
-            Some(compressor) => compressor,
-            None => slot.insert(zstd::bulk::Compressor::new(BLOCK_ZSTD_LEVEL)?),
-        };
+    record::with_compressor(BLOCK_ZSTD_LEVEL, |compressor| {
         let mut after_header = std::io::Cursor::new(out);
         after_header.set_position(BLOCK_HEADER_BYTES as u64);
         compressor.compress_to_buffer(payload, &mut after_header)?;

@@ -185,23 +185,35 @@ fn compress_if_smaller(raw: &[u8]) -> Result<(std::borrow::Cow<'_, [u8]>, u8), R
 }
 
 thread_local! {
-    // zstd contexts are expensive to create (hundreds of KiB each); one per thread is reused
-    // for every record instead of one per call.
-    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
+    // zstd contexts are expensive to create (hundreds of KiB each): each thread keeps one
+    // compression context per level it compresses at (record bodies, sealed blocks) and one
+    // decompression context for record bodies, each reused instead of one per call.
+    static COMPRESSORS: std::cell::RefCell<Vec<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
     static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
         const { std::cell::RefCell::new(None) };
 }
 
-fn compress_body(raw: &[u8]) -> std::io::Result<Vec<u8>> {
-    COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let compressor = match slot.as_mut() {
-            Some(compressor) => compressor,
-            None => slot.insert(zstd::bulk::Compressor::new(BODY_ZSTD_LEVEL)?),
+/// Runs `compress` with the calling thread's zstd context at `level`, made on first use.
+pub(crate) fn with_compressor<R>(
+    level: i32,
+    compress: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> std::io::Result<R>,
+) -> std::io::Result<R> {
+    COMPRESSORS.with(|cell| {
+        let mut kept = cell.borrow_mut();
+        let index = match kept.iter().position(|(kept_level, _)| *kept_level == level) {
+            Some(index) => index,
+            None => {
+                kept.push((level, zstd::bulk::Compressor::new(level)?));
+                kept.len() - 1
+            }
         };
-        compressor.compress(raw)
+        compress(&mut kept[index].1)
     })
+}
+
+fn compress_body(raw: &[u8]) -> std::io::Result<Vec<u8>> {
+    with_compressor(BODY_ZSTD_LEVEL, |compressor| compressor.compress(raw))
 }
 
 fn decompress_body(body: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {

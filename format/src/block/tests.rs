@@ -25,15 +25,20 @@ fn records(n: u64, seed: u64) -> (ChainHash, Vec<Vec<u8>>) {
 
 // Goal: a block's bytes do not depend on how its frame was made: one compression context
 // kept by the thread (the sealer's) writes the same frame as a fresh context per block, the
-// way blocks were written before it, for block after block of different sizes.
-// Method: seal runs of three sizes on one thread, twice each; check each block's payload
-// frame against `zstd::bulk::compress` of the payload the decoder rebuilds.
+// way blocks were written before it, for block after block of different sizes, also when
+// the thread compresses at another level in between (record bodies: one context per level).
+// Method: seal runs of three sizes on one thread, twice each, each after a level-1
+// compression; check each block's payload frame against `zstd::bulk::compress` of the
+// payload the decoder rebuilds, and the level-1 frame against a fresh level-1 context's.
 #[test]
 fn a_kept_compression_context_writes_the_frames_a_fresh_one_writes() {
     let (genesis, all) = records(700, 8);
     let mut chain_in = genesis;
     let mut first_seq = 0;
     for len in [300usize, 20, 380] {
+        let body = &all[first_seq][CHAIN_END..];
+        let level_one = crate::record::with_compressor(1, |c| c.compress(body)).unwrap();
+        assert_eq!(level_one, zstd::bulk::compress(body, 1).unwrap());
         let run = &all[first_seq..first_seq + len];
         let bytes =
             encode_block(first_seq as u64, &chain_in, run.iter().map(Vec::as_slice)).unwrap();
