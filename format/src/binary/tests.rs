@@ -902,44 +902,24 @@ proptest! {
 // mixed run and a run too deep are not, and the cursor moves only past a taken run.
 #[test]
 fn plain_runs_are_skimmed_in_one_pass() {
-    let strings = run_bytes(
-        &[
-            RunElement::Ascii("ab".into()),
-            RunElement::Ascii("c d".into()),
-        ],
-        0,
-        false,
-    );
+    use super::de::{Decoder, Reader, Run};
+    let ascii = |text: &str| RunElement::Ascii(text.to_owned());
+    let strings = run_bytes(&[ascii("ab"), ascii("c d")], 0, false);
     let integers = run_bytes(&[RunElement::Uint(3), RunElement::Negative(-2)], 0, false);
-    for (bytes, taken) in [(&strings, true), (&integers, true)] {
-        let mut decoder = super::de::Decoder {
-            reader: super::de::Reader::new(bytes),
-            depth: 0,
-        };
-        let run = if bytes == &strings {
-            super::de::Run::Strings
-        } else {
-            super::de::Run::Integers
+    let mixed = run_bytes(&[ascii("ab"), RunElement::Uint(1)], 0, false);
+    // An array one level too deep is left to the element-by-element read, which refuses it.
+    for (bytes, run, depth, taken) in [
+        (&strings, Run::Strings, 0, true),
+        (&integers, Run::Integers, 0, true),
+        (&mixed, Run::Strings, 0, false),
+        (&strings, Run::Strings, DEPTH_MAX, false),
+    ] {
+        let mut decoder = Decoder {
+            reader: Reader::new(bytes),
+            depth,
         };
         assert_eq!(decoder.skim_run(run), taken);
-        assert_eq!(decoder.reader.offset(), bytes.len() as u64);
+        let end = if taken { bytes.len() as u64 } else { 0 };
+        assert_eq!(decoder.reader.offset(), end);
     }
-    let mixed = run_bytes(
-        &[RunElement::Ascii("ab".into()), RunElement::Uint(1)],
-        0,
-        false,
-    );
-    let mut decoder = super::de::Decoder {
-        reader: super::de::Reader::new(&mixed),
-        depth: 0,
-    };
-    assert!(!decoder.skim_run(super::de::Run::Strings));
-    assert_eq!(decoder.reader.offset(), 0);
-    // An array one level too deep is left to the element-by-element read, which refuses it.
-    let mut decoder = super::de::Decoder {
-        reader: super::de::Reader::new(&strings),
-        depth: DEPTH_MAX,
-    };
-    assert!(!decoder.skim_run(super::de::Run::Strings));
-    assert_eq!(decoder.reader.offset(), 0);
 }
