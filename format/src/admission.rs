@@ -24,6 +24,9 @@ pub struct Admission {
     /// Whether any surface event has been admitted.
     saw_surface: bool,
     next_seq: u64,
+    /// Follows a log another admission of the same context admitted: see
+    /// [`Admission::following`].
+    follows: bool,
 }
 
 /// Everything of an [`Admission`] besides its rule context and surface: what a batch restores
@@ -53,7 +56,8 @@ pub struct Admitted {
 #[derive(Debug)]
 pub struct Undo {
     surface: SurfaceUndo,
-    relations: relations::Undo,
+    /// `None` for a following admission, which keeps no relationship state.
+    relations: Option<relations::Undo>,
 }
 
 impl Undo {
@@ -74,7 +78,26 @@ impl Admission {
             head: None,
             saw_surface: false,
             next_seq: 0,
+            follows: false,
         }
+    }
+
+    /// An empty log whose events another admission of the same rule context has admitted, in
+    /// the same order, before they get here (the migration proof's source side, fed by a
+    /// reader). It checks no stateless or relationship rule and keeps no relationship state
+    /// and no tool-result rewrite identity; it plans the surface, the protected head and the
+    /// open step exactly as [`Admission::new`] does, so what it derives is the same. It never
+    /// admits anything else, and is never checkpointed.
+    pub fn following(ctx: RuleContext) -> Admission {
+        Admission {
+            follows: true,
+            ..Admission::new(ctx)
+        }
+    }
+
+    /// Whether this admission follows another one's ([`Admission::following`]).
+    pub fn follows(&self) -> bool {
+        self.follows
     }
 
     /// The surface as of the last committed event.
@@ -181,6 +204,7 @@ impl Admission {
             head,
             saw_surface,
             next_seq,
+            follows: false,
         })
     }
 
@@ -195,7 +219,9 @@ impl Admission {
                 ),
             ));
         }
-        check_event(event, self.ctx)?;
+        if !self.follows {
+            check_event(event, self.ctx)?;
+        }
         if is_opaque_unknown(event, self.ctx) || self.is_obsolete_dispatch(event) {
             return Ok(Admitted {
                 plan: Plan::Keep,
@@ -203,12 +229,14 @@ impl Admission {
                 opaque: true,
             });
         }
-        let plan = self.surface.plan(event)?;
+        let plan = self.surface.plan(event, !self.follows)?;
         let mut becomes_head = false;
         if self.ctx.version.has_system_head() {
             becomes_head = self.check_head_rules(event, &plan)?;
         }
-        self.relations.check(event, &self.surface)?;
+        if !self.follows {
+            self.relations.check(event, &self.surface)?;
+        }
         Ok(Admitted {
             plan,
             becomes_head,
@@ -238,7 +266,7 @@ impl Admission {
         if admitted.becomes_head {
             self.head = Some(event.seq);
         }
-        let relations = self.relations.commit(event, admitted.opaque);
+        let relations = (!self.follows).then(|| self.relations.commit(event, admitted.opaque));
         let surface = self.surface.apply(admitted.plan);
         match &event.data {
             EventData::StepStart(step) => self.open_step = Some((step.turn, step.step)),
@@ -282,7 +310,9 @@ impl Admission {
         );
         for undo in undos.into_iter().rev() {
             self.surface.undo(undo.surface);
-            self.relations.undo(undo.relations);
+            if let Some(relations) = undo.relations {
+                self.relations.undo(relations);
+            }
         }
         self.open_step = saved.open_step;
         self.head = saved.head;

@@ -175,6 +175,23 @@ impl Migrator {
         self.to
     }
 
+    /// Tells the migrator that every source event it will be given was admitted, in order, by
+    /// an [`Admission`] of `ctx`: a log reader's, which applies every rule of the log's version
+    /// before it yields an event. The proof's source side then folds those events without
+    /// checking the same rules again (when it folds them under `ctx`; a V0 source's proof folds
+    /// the V0 -> V1 edge's output, which no reader admitted). Call it before the first event.
+    pub fn source_admitted(&mut self, ctx: RuleContext) {
+        if let Some(proof) = self.proof.as_mut().filter(|_| !self.proof_after_first) {
+            proof.source_admitted(ctx);
+        }
+    }
+
+    /// Whether the proof's source side follows the source instead of checking it.
+    #[cfg(test)]
+    fn proof_follows(&self) -> bool {
+        self.proof.as_ref().is_some_and(RequestProof::follows)
+    }
+
     /// Converts the next source event, appending the V3 events it releases to `out`.
     pub fn push(&mut self, event: Event, out: &mut Vec<Event>) -> Result<(), Refusal> {
         if self.finished {
@@ -412,10 +429,12 @@ mod tests {
 
     use super::*;
 
-    // Goal: `push_discarding` converts, admits and proves exactly what `push` does: the same
+    // Goal: `push_discarding` converts, admits and proves exactly what `push` does, and so does
+    // a migrator whose proof follows a source a reader admitted (`source_admitted`): the same
     // summary for generated logs of every version, and the same refusal where one refuses.
-    // Method: two migrators per log, one fed through each method; a V3 log with a duplicated
-    // seq for the refusal.
+    // Method: three migrators per log, one fed through `push`, two through `push_discarding`
+    // (one told the reader's rule context); a V3 log with a duplicated seq for the refusal. The
+    // proof follows only when the context is the source fold's own and the source is not V0.
     #[test]
     fn discarding_push_proves_what_push_proves() {
         let run = |version: FormatVersion, seed: u64, damage: bool| {
@@ -431,7 +450,21 @@ mod tests {
                 ..MigratorOptions::default()
             };
             let (mut pushed, _) = Migrator::new(&catalog, header.clone(), options).unwrap();
-            let (mut discarded, _) = Migrator::new(&catalog, header, options).unwrap();
+            let (mut discarded, _) = Migrator::new(&catalog, header.clone(), options).unwrap();
+            let (mut followed, _) = Migrator::new(&catalog, header, options).unwrap();
+            let (mut elsewhere, _) = Migrator::new(&catalog, generator.header(), options).unwrap();
+            let ctx = RuleContext {
+                version,
+                snapshot: false,
+            };
+            followed.source_admitted(ctx);
+            elsewhere.source_admitted(RuleContext {
+                snapshot: true,
+                ..ctx
+            });
+            // A V0 log's proof folds the V0 -> V1 edge's output, which no reader admitted.
+            assert_eq!(followed.proof_follows(), version != FormatVersion::V0);
+            assert!(!elsewhere.proof_follows() && !discarded.proof_follows());
             let mut out = Vec::new();
             while let Some(batch) = generator.next_batch() {
                 for mut event in batch {
@@ -439,14 +472,18 @@ mod tests {
                         event.seq = 1_499;
                     }
                     let a = pushed.push(event.clone(), &mut out);
-                    let b = discarded.push_discarding(event);
+                    let b = discarded.push_discarding(event.clone());
+                    let c = followed.push_discarding(event);
                     assert_eq!(a, b, "{version:?} seed {seed}");
+                    assert_eq!(a, c, "{version:?} seed {seed}");
                     a?;
                 }
             }
             let a = pushed.finish(&mut out);
             let b = discarded.finish(&mut Vec::new());
+            let c = followed.finish(&mut Vec::new());
             assert_eq!(a, b, "{version:?} seed {seed}");
+            assert_eq!(a, c, "{version:?} seed {seed}");
             a
         };
         for version in [FormatVersion::V0, FormatVersion::V2, FormatVersion::V3] {

@@ -76,6 +76,24 @@ impl RequestProof {
         }
     }
 
+    /// Tells the proof that every source event it will be given was admitted, in order, by an
+    /// [`sessionlog_format::Admission`] of `ctx` (a log reader's). When that is the source
+    /// fold's own rule context, the fold follows the events instead of checking those rules a
+    /// second time ([`SessionFold::following`]); otherwise nothing changes. Only before the
+    /// first source event: later, it changes nothing either.
+    pub(crate) fn source_admitted(&mut self, ctx: RuleContext) {
+        let fresh = self.queue.is_empty() && self.source.admission().next_seq() == 0;
+        if fresh && self.source.admission().context() == ctx {
+            self.source = SessionFold::following(ctx);
+        }
+    }
+
+    /// Whether the source fold follows the source ([`RequestProof::source_admitted`]).
+    #[cfg(test)]
+    pub(crate) fn follows(&self) -> bool {
+        self.source.admission().follows()
+    }
+
     /// Queues the next source event (shared with the stages when they pass it on unchanged;
     /// the source fold still folds it on its own, under the source's rules).
     pub(crate) fn source_event(&mut self, event: Arc<Event>) {

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{
     Event, Fault, FormatVersion, LogReader, ReadError, ReadOptions, Recovery, Rule, SnapshotMode,
 };
@@ -214,6 +215,10 @@ impl MigrationSource for CheckSource<'_> {
 
     fn path(&self) -> &Path {
         self.path
+    }
+
+    fn admitted(&self) -> Option<RuleContext> {
+        Some(self.reader.admission().context())
     }
 }
 

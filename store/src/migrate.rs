@@ -9,6 +9,7 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{
     Compression, Event, FormatVersion, LogReader, LogWriter, ReadOptions, Recovery, SessionHeader,
     SnapshotMode, WriterOptions,
@@ -229,6 +230,13 @@ pub(crate) trait MigrationSource {
     fn place(&self, refusal: &Refusal) -> Refused;
     /// What errors name as the source: the file, or the session's id.
     fn path(&self) -> &Path;
+    /// The rule context under which an admission checked every event this source yields
+    /// before yielding it, asked once the first event is out: a log reader's (every event it
+    /// yields passed its version's rules). `None` (a stored session, read back without its
+    /// rules) leaves the proof to check them itself.
+    fn admitted(&self) -> Option<RuleContext> {
+        None
+    }
 }
 
 struct FileSource<'a> {
@@ -258,6 +266,10 @@ impl MigrationSource for FileSource<'_> {
 
     fn path(&self) -> &Path {
         self.path
+    }
+
+    fn admitted(&self) -> Option<RuleContext> {
+        Some(self.reader.admission().context())
     }
 }
 
@@ -300,6 +312,11 @@ pub(crate) fn migrate_events<S: Sink>(
     let mut read = 0u64;
     while let Some(next) = source.next_event() {
         let event = next?;
+        if read == 0 {
+            if let Some(ctx) = source.admitted() {
+                migrator.source_admitted(ctx);
+            }
+        }
         let pushed = if discards {
             migrator.push_discarding(event)
         } else {

@@ -124,6 +124,10 @@ impl SessionFold {
     /// The checkpoint of this fold with `facts` for its fact journal, as a store that keeps
     /// the journal beside its checkpoints writes it; O(live nodes + projected messages).
     pub fn checkpoint_with(&self, facts: FactJournal) -> FoldCheckpoint {
+        assert!(
+            !self.admission.follows(),
+            "a following fold keeps no relationship state to checkpoint"
+        );
         let ctx = self.admission.context();
         let state = self.admission.state();
         let surface = self.admission.surface();

@@ -103,6 +103,17 @@ impl SessionFold {
         SessionFold::with_projections(ctx, Projections::default())
     }
 
+    /// An empty log whose events an [`Admission`] of the same rule context admits before they
+    /// get here (see [`Admission::following`]): it derives what [`SessionFold::new`] derives,
+    /// projections checked, without checking the admission's rules again. It is never
+    /// checkpointed.
+    pub fn following(ctx: RuleContext) -> SessionFold {
+        SessionFold {
+            admission: Admission::following(ctx),
+            ..SessionFold::new(ctx)
+        }
+    }
+
     /// An empty log that interprets message projections with `projections`.
     pub fn with_projections(ctx: RuleContext, projections: Projections) -> SessionFold {
         SessionFold {

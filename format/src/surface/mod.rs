@@ -124,6 +124,17 @@ impl Node {
         })
     }
 
+    /// `event`'s node without its rewrite identity, for a surface whose rewrites were
+    /// checked elsewhere (a following admission).
+    fn untracked(event: &Event) -> Option<Node> {
+        let kind = node_kind(&event.kind)?;
+        Some(Node {
+            seq: event.seq,
+            kind,
+            rewrite_identity: None,
+        })
+    }
+
     /// For tool results: everything but `message.content[0].content`, serialized.
     pub fn rewrite_identity(&self) -> Option<&str> {
         self.rewrite_identity.as_deref()
@@ -217,11 +228,16 @@ impl Surface {
     }
 
     /// Plans the transition for `event`, whose envelope has already been checked.
-    pub fn plan(&self, event: &Event) -> Result<Plan, Violation> {
+    pub fn plan(&self, event: &Event, rewrites: bool) -> Result<Plan, Violation> {
         let Some(op) = event.surface_op else {
             return Ok(Plan::Keep);
         };
-        let Some(node) = Node::of(event) else {
+        let node = if rewrites {
+            Node::of(event)
+        } else {
+            Node::untracked(event)
+        };
+        let Some(node) = node else {
             return Ok(Plan::Keep);
         };
         let (start_seq, end_seq) = match op {
@@ -249,7 +265,7 @@ impl Surface {
                 ),
             ));
         }
-        if node.kind == NodeKind::ToolResult {
+        if node.kind == NodeKind::ToolResult && rewrites {
             check_tool_result_rewrite(&node, shadowed)?;
         }
         let head_is_system = self

@@ -46,7 +46,7 @@ fn replace(start_seq: u64, end_seq: u64) -> SurfaceOp {
 
 /// Plans and applies `event`, returning the undo.
 fn check(surface: &mut Surface, event: &Event) -> Result<Undo, Violation> {
-    let plan = surface.plan(event)?;
+    let plan = surface.plan(event, true)?;
     Ok(surface.apply(plan))
 }
 
