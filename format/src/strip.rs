@@ -279,6 +279,16 @@ fn plain_string(text: &[u8], at: usize) -> Option<usize> {
     }
 }
 
+/// Whether a JSON string holding `text` needs no escape: no `"`, `\` or control character,
+/// the bytes serde_json escapes. Eight bytes at a time.
+pub(crate) fn needs_no_escape(text: &[u8]) -> bool {
+    let mut words = text.chunks_exact(8);
+    let plain_words = words
+        .by_ref()
+        .all(|chunk| special_bytes(u64::from_le_bytes(chunk.try_into().expect("8 bytes"))) == 0);
+    plain_words && (words.remainder().iter()).all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
+}
+
 /// The index of the first `"` or `\` at or after `at`. Most strings of a row are keys and
 /// short values, so the first 32 bytes are looked at eight at a time before `memchr2`, whose
 /// call costs more than such a string's whole scan.

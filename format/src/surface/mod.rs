@@ -12,20 +12,15 @@
 //! proportional to the live surface, not to the log (a 10M-event log with a compacted surface
 //! of a few thousand nodes keeps a few thousand slots).
 
+mod identity;
 mod index;
 #[cfg(test)]
 mod tests;
 
 use std::collections::HashSet;
 
-use serde::Serialize;
-use serde_json::Value;
-
 use crate::error::{Rule, Violation};
-use crate::event::{Event, EventData, EventType, SurfaceOp};
-use crate::json::Extra;
-use crate::message::{ContentBlock, Source};
-use crate::payload::ToolResultData;
+use crate::event::{Event, EventType, SurfaceOp};
 
 use index::SlotIndex;
 pub use index::SlotUndo;
@@ -120,7 +115,7 @@ impl Node {
         Some(Node {
             seq: event.seq,
             kind,
-            rewrite_identity: rewrite_identity(event),
+            rewrite_identity: identity::rewrite_identity(event),
         })
     }
 
@@ -442,66 +437,4 @@ fn check_tool_result_rewrite(node: &Node, shadowed: &[Node]) -> Result<(), Viola
         ));
     }
     Ok(())
-}
-
-/// Everything of a tool result except `message.content[0].content` (V4: `message.content`),
-/// for the rewrite rule.
-#[derive(Serialize)]
-struct RewriteIdentity<'a> {
-    turn: u64,
-    step: u64,
-    error: &'a Option<Value>,
-    meta: &'a Option<Value>,
-    extra: &'a Extra,
-    id: &'a Option<String>,
-    role: &'a Option<String>,
-    source: &'a Option<Source>,
-    message_extra: &'a Extra,
-    first: Option<FirstBlockIdentity<'a>>,
-    rest: &'a [ContentBlock],
-}
-
-#[derive(Serialize)]
-struct FirstBlockIdentity<'a> {
-    tool_call_id: &'a str,
-    is_error: Option<bool>,
-    extra: &'a Extra,
-}
-
-fn rewrite_identity(event: &Event) -> Option<Box<str>> {
-    let EventData::ToolResult(data) = &event.data else {
-        return None;
-    };
-    Some(identity_of(data).into_boxed_str())
-}
-
-fn identity_of(data: &ToolResultData) -> String {
-    let message = &data.message;
-    let (first, rest) = match message.content.split_first() {
-        Some((ContentBlock::ToolResult(block), rest)) => (
-            Some(FirstBlockIdentity {
-                tool_call_id: &block.tool_call_id,
-                is_error: block.is_error,
-                extra: &block.extra,
-            }),
-            rest,
-        ),
-        // A V4 tool message has no wrapper: its whole `content` is what a rewrite may change.
-        _ if message.role.as_deref() == Some("tool") => (None, &[][..]),
-        _ => (None, message.content.as_slice()),
-    };
-    let identity = RewriteIdentity {
-        turn: data.turn,
-        step: data.step,
-        error: &data.error,
-        meta: &data.meta,
-        extra: &data.extra,
-        id: &message.id,
-        role: &message.role,
-        source: &message.source,
-        message_extra: &message.extra,
-        first,
-        rest,
-    };
-    serde_json::to_string(&identity).expect("serializing borrowed JSON values cannot fail")
 }

@@ -3,6 +3,8 @@
 use pretty_assertions::assert_eq;
 
 use super::*;
+use crate::event::EventData;
+use crate::json::Extra;
 use crate::message::Message;
 use crate::payload::SystemMessageData;
 
