@@ -785,10 +785,9 @@ fn a_following_fold_derives_what_a_checking_fold_does() {
             events: 1_500,
             seed,
         };
-        let mut generator = Generator::for_version(options, ctx.version).unwrap();
-        let events: Vec<Event> = std::iter::from_fn(|| generator.next_batch())
-            .flatten()
-            .collect();
+        let events = Generator::for_version(options, ctx.version)
+            .unwrap()
+            .into_events();
         let mut checking = SessionFold::new(ctx);
         let mut following = SessionFold::following(ctx);
         let mut moved = None;

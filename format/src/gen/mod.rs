@@ -204,6 +204,11 @@ impl Generator {
         self.version == FormatVersion::V4
     }
 
+    /// Every event the generator produces, its batches joined.
+    pub fn into_events(mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.next_batch()).flatten().collect()
+    }
+
     /// The next append batch, or `None` once `events` events have been produced. A batch is
     /// a whole step, a turn boundary, or a compaction transaction; seqs are dense from 0.
     pub fn next_batch(&mut self) -> Option<Vec<Event>> {

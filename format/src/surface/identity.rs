@@ -382,14 +382,14 @@ mod tests {
                 events: 3_000,
                 seed: 11,
             };
-            let mut generator = Generator::for_version(options, version).unwrap();
+            let events = Generator::for_version(options, version)
+                .unwrap()
+                .into_events();
             let mut n_results = 0;
-            while let Some(batch) = generator.next_batch() {
-                for event in batch {
-                    if let EventData::ToolResult(data) = &event.data {
-                        assert_eq!(identity_of(data), derived(data), "seq {}", event.seq);
-                        n_results += 1;
-                    }
+            for event in events {
+                if let EventData::ToolResult(data) = &event.data {
+                    assert_eq!(identity_of(data), derived(data), "seq {}", event.seq);
+                    n_results += 1;
                 }
             }
             assert!(n_results > 100, "{version:?}: {n_results} tool results");
