@@ -95,7 +95,8 @@ impl RequestProof {
     }
 
     /// Queues the next source event (shared with the stages when they pass it on unchanged;
-    /// the source fold still folds it on its own, under the source's rules).
+    /// the source fold still folds it on its own, checking the source's rules unless it
+    /// follows a reader that checked them).
     pub(crate) fn source_event(&mut self, event: Arc<Event>) {
         self.queue.push_back(event);
     }

@@ -13,7 +13,9 @@
 //! fold holds as `Arc<Event>`, so deriving copies no content.
 //!
 //! **Invariant:** after any sequence of admitted events, the fold equals
-//! [`fold_from_scratch`] over the same events; the migrator and the store rely on it.
+//! [`fold_from_scratch`] over the same events; the migrator and the store rely on it. A
+//! following fold ([`SessionFold::following`], the proof's source side) derives the same
+//! messages, surface and request state, and keeps no relationship state.
 
 mod checkpoint;
 mod header;
