@@ -15,7 +15,7 @@
 //! **Invariant:** after any sequence of admitted events, the fold equals
 //! [`fold_from_scratch`] over the same events; the migrator and the store rely on it. A
 //! following fold ([`SessionFold::following`], the proof's source side) derives the same
-//! messages, surface and request state, and keeps no relationship state.
+//! surface and messages, and keeps no relationship state and no request header or context.
 
 mod checkpoint;
 mod header;
@@ -106,9 +106,9 @@ impl SessionFold {
     }
 
     /// An empty log whose events an [`Admission`] of the same rule context admits before they
-    /// get here (see [`Admission::following`]): it derives what [`SessionFold::new`] derives,
-    /// projections checked, without checking the admission's rules again. It is never
-    /// checkpointed.
+    /// get here (see [`Admission::following`]): it derives the surface and the messages that
+    /// [`SessionFold::new`] derives, projections checked, without checking the admission's
+    /// rules again, and folds no request header or context. It is never checkpointed.
     pub fn following(ctx: RuleContext) -> SessionFold {
         SessionFold {
             admission: Admission::following(ctx),
@@ -289,7 +289,12 @@ impl SessionFold {
             Some(messages) => self.project(messages),
             None => Vec::new(),
         };
-        let request = self.fold_request(&event.data);
+        // A following fold derives messages only: nothing reads its request header or context.
+        let request = if self.admission.follows() {
+            Replaced::Nothing
+        } else {
+            self.fold_request(&event.data)
+        };
         debug_assert_eq!(self.live.len(), self.admission.surface().len());
         FoldUndo {
             admission,
