@@ -61,6 +61,7 @@ pub mod tokens;
 mod utf8;
 pub mod v4_rows;
 pub mod version;
+mod words;
 pub mod writer;
 
 pub use admission::Admission;

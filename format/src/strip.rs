@@ -21,6 +21,8 @@
 //! differs from the row only inside arrays this pass found valid, so it parses where the row
 //! does, to the same event but for the runs.
 
+use crate::words::{quote_or_backslash_bytes, special_bytes};
+
 /// The row of text `line` with the packed runs of its embedded stream written as `[]`, into
 /// `out`; false (and `out` as it was) when there is none to strip.
 pub(crate) fn strip_runs(line: &str, out: &mut String) -> bool {
@@ -279,16 +281,6 @@ fn plain_string(text: &[u8], at: usize) -> Option<usize> {
     }
 }
 
-/// Whether a JSON string holding `text` needs no escape: no `"`, `\` or control character,
-/// the bytes serde_json escapes. Eight bytes at a time.
-pub(crate) fn needs_no_escape(text: &[u8]) -> bool {
-    let mut words = text.chunks_exact(8);
-    let plain_words = words
-        .by_ref()
-        .all(|chunk| special_bytes(u64::from_le_bytes(chunk.try_into().expect("8 bytes"))) == 0);
-    plain_words && (words.remainder().iter()).all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
-}
-
 /// The index of the first `"` or `\` at or after `at`. Most strings of a row are keys and
 /// short values, so the first 32 bytes are looked at eight at a time before `memchr2`, whose
 /// call costs more than such a string's whole scan.
@@ -305,38 +297,6 @@ fn quote_or_backslash(text: &[u8], mut at: usize) -> Option<usize> {
         at += 8;
     }
     memchr::memchr2(b'"', b'\\', text.get(at..)?).map(|len| at + len)
-}
-
-/// The bytes of `word` that are `"` or `\`, marked as [`special_bytes`] marks them.
-#[inline]
-fn quote_or_backslash_bytes(word: u64) -> u64 {
-    zero_bytes(word ^ (ONES * u64::from(b'"'))) | zero_bytes(word ^ (ONES * u64::from(b'\\')))
-}
-
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// The bytes of `word` below `bound` (at most 0x80), each marked by its high bit; the lowest
-/// mark is exact.
-#[inline]
-fn bytes_below(word: u64, bound: u8) -> u64 {
-    word.wrapping_sub(ONES * u64::from(bound)) & !word & HIGHS
-}
-
-/// The zero bytes of `word`, marked as [`bytes_below`] marks them.
-#[inline]
-fn zero_bytes(word: u64) -> u64 {
-    bytes_below(word, 1)
-}
-
-/// The bytes of `word` (read little-endian: its lowest byte first in the text) that are `"`,
-/// `\` or a control character, each marked by its high bit. The lowest mark is exact, so
-/// `trailing_zeros() / 8` is the index of the first such byte; a mark above it may be a
-/// borrow's, which is never read. Bytes of 0x80 and above (UTF-8 beyond ASCII) are never
-/// marked.
-#[inline]
-fn special_bytes(word: u64) -> u64 {
-    bytes_below(word, 0x20) | quote_or_backslash_bytes(word)
 }
 
 /// An integer of 1 to 18 digits (so it fits an `i64`), with no leading zero and not `-0`
@@ -432,35 +392,6 @@ mod tests {
                 plain_strings(&array, 0),
                 array_of(&array, 0, plain_string_bytewise)
             );
-        }
-    }
-
-    // Goal: the eight-byte check marks exactly the bytes that end a plain run, at every
-    // position of the word, and its lowest mark is the first of them.
-    // Method: every byte value at every position of a word of plain letters, then two
-    // special bytes in one word.
-    #[test]
-    fn the_word_check_finds_the_first_special_byte() {
-        for position in 0..8 {
-            for byte in 0..=255u8 {
-                let mut word = *b"abcdefgh";
-                word[position] = byte;
-                let marks = special_bytes(u64::from_le_bytes(word));
-                let special = byte < 0x20 || byte == b'"' || byte == b'\\';
-                assert_eq!(marks != 0, special, "byte {byte:#04x} at {position}");
-                if special {
-                    assert_eq!(marks.trailing_zeros() / 8, position as u32);
-                }
-            }
-        }
-        for (first, second) in [(0usize, 1usize), (2, 3), (3, 7), (6, 7)] {
-            for (a, b) in [(0x00u8, b'"'), (b'\\', 0x1f), (b'"', b'"'), (0x01, 0x00)] {
-                let mut word = *b"\xff\x80zzzzzz";
-                word[first] = a;
-                word[second] = b;
-                let marks = special_bytes(u64::from_le_bytes(word));
-                assert_eq!(marks.trailing_zeros() / 8, first as u32);
-            }
         }
     }
 

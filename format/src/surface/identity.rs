@@ -22,7 +22,7 @@ use crate::event::{Event, EventData};
 use crate::json::Extra;
 use crate::message::{ContentBlock, Source, ToolResultBlock};
 use crate::payload::ToolResultData;
-use crate::strip::needs_no_escape;
+use crate::words::needs_no_escape;
 
 /// Room for a typical identity (about 250 bytes), so it is written without regrowing.
 const IDENTITY_BYTES: usize = 320;
