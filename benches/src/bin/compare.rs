@@ -6,6 +6,7 @@
 //!     [--scales 1000,10000,100000] [--migrate-scales N,..] [--check-scales N,..] [--runs R]
 //!     [--plots DIR] [--only append,session,migrate,check] [--session-baselines jsonl,..] [--markdown FILE]
 //!     [--dir DIR]
+//! cargo run --release -p sessionlog-benches --bin compare -- --write-log VERSION EVENTS SEED PATH
 //! ```
 //!
 //! Without `--json` it prints markdown tables; with it, one JSON document with every workload,
@@ -13,12 +14,15 @@
 //! curves there, and `--markdown FILE` the tables. `--session-baselines` limits the baselines
 //! of the session workloads (for a scale too large to build every store at). Work files go to a temporary directory under `--dir` (default: the current
 //! directory, so that fsync hits a real disk rather than a tmpfs). BENCHMARKS.md explains the
-//! workloads and how memory is measured.
+//! workloads and how memory is measured. `--write-log` writes one generated log and exits: the
+//! inputs the profiles in BENCHMARKS.md name (the `check` cells' log is `3 70000 1` or `4 70000 1`).
 
 use std::path::PathBuf;
 
 use sessionlog_benches::backends::Baseline;
 use sessionlog_benches::compare::{self, plot, report, Config};
+use sessionlog_benches::data::write_generated_log;
+use sessionlog_format::FormatVersion;
 
 /// The CLI's allocator, so the figures are the ones users get.
 #[global_allocator]
@@ -120,10 +124,28 @@ fn parse_args(raw: Vec<String>) -> Args {
     args
 }
 
+/// `--write-log VERSION EVENTS SEED PATH`: the generated log the cells would write.
+fn write_log(args: &[String]) {
+    let [version, events, seed, path] = args else {
+        usage("--write-log VERSION EVENTS SEED PATH")
+    };
+    let number = |v: &String| {
+        v.parse::<u64>()
+            .unwrap_or_else(|_| usage(&format!("--write-log: bad number {v}")))
+    };
+    let version = FormatVersion::from_number(number(version))
+        .unwrap_or_else(|| usage("--write-log: no such format version"));
+    write_generated_log(&PathBuf::from(path), version, number(events), number(seed));
+}
+
 fn main() {
     let raw: Vec<String> = std::env::args().skip(1).collect();
     if raw.first().map(String::as_str) == Some("--child") {
         println!("{}", compare::session::child_main(&raw[1..]));
+        return;
+    }
+    if raw.first().map(String::as_str) == Some("--write-log") {
+        write_log(&raw[1..]);
         return;
     }
     let command = raw.join(" ");
