@@ -86,17 +86,17 @@ pub struct Relations {
     provider: Option<Box<str>>,
     /// Tool lifecycles of the open step, in advertisement order (resolved ones are `None`).
     tools: Vec<Option<Tool>>,
-    tool_idx: HashMap<Box<str>, usize>,
+    tool_idx: Map<Box<str>, usize>,
     compaction: Option<Box<Compaction>>,
-    chains: HashMap<ChainKey, Chain>,
+    chains: Map<ChainKey, Chain>,
     /// Every retry id of the log with its scheduled attempts (one chain per id).
-    retries: HashMap<Box<str>, Attempts>,
-    commands: HashSet<Box<str>>,
+    retries: Map<Box<str>, Attempts>,
+    commands: Set<Box<str>>,
     /// Seqs of `command/run` and `command/done` events, ascending.
     command_seqs: Vec<u64>,
     /// `sourceEventSeq`s of `command/done` events that named a later seq, with the command id.
     forward_sources: BTreeMap<u64, Box<str>>,
-    ptc: HashMap<Box<str>, Ptc>,
+    ptc: Map<Box<str>, Ptc>,
     /// Seqs of `user/message` events with a `user` source, ascending.
     human_users: Vec<u64>,
     /// V4: the `request/header` events by seq, with the tools each defines (see
@@ -104,7 +104,7 @@ pub struct Relations {
     headers: BTreeMap<u64, HeaderTools>,
     /// V4: the `childId`s of the catalog facts since the last inherited end-seed (or the
     /// start of an unseeded log): each child is listed once.
-    catalog_children: HashSet<Box<str>>,
+    catalog_children: Set<Box<str>>,
     /// The whole-log facts behind `retries`, `commands`, `command_seqs`,
     /// `human_users` and `headers`, journaled in commit order (see [`facts`]): what a
     /// checkpoint carries of those sets.
@@ -117,6 +117,14 @@ pub struct Relations {
 
 /// The tools a V4 `request/header` defines, `(name, complete definition)` in list order;
 /// `None` for a normalized recording's placeholder or name list, which binds any name.
+/// The validator's maps and sets, keyed by the ids, names and keys a log holds. foldhash
+/// (hashbrown's default hasher) seeds each map at random as std's SipHash does, so a log cannot
+/// be written to collide in them, at a fraction of SipHash's cost on these short keys; nothing
+/// depends on their order (checkpoints sort what they keep).
+pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+/// See [`Map`].
+pub(crate) type Set<T> = HashSet<T, foldhash::fast::RandomState>;
+
 pub(crate) type HeaderTools = Option<Box<[(Box<str>, bool)]>>;
 
 /// The small, copyable part of the state: saved whole in every undo record.
@@ -276,7 +284,7 @@ enum Change {
     /// V4: a catalog fact listed this child.
     CatalogChild(Box<str>),
     /// V4: an inherited end-seed closed this compaction and cleared these catalog children.
-    InheritedEnd(Option<Box<Compaction>>, HashSet<Box<str>>),
+    InheritedEnd(Option<Box<Compaction>>, Set<Box<str>>),
     /// Tools were advertised: the lifecycle list had this length before.
     Advertised(usize),
     Started(usize),

@@ -1,8 +1,6 @@
 //! The rules of [`Relations`]: [`Relations::check`] (no state change) and
 //! [`Relations::commit`], one arm per event type of the released validator.
 
-use std::collections::HashSet;
-
 use serde_json::{Map, Value};
 
 use super::facts::{self, Fact};
@@ -553,7 +551,7 @@ impl Relations {
             ContentBlock::ToolCall(call) => Some(call.id.as_str()),
             _ => None,
         });
-        let mut seen: HashSet<&str> = HashSet::new();
+        let mut seen: super::Set<&str> = super::Set::default();
         for id in calls {
             if self.tool_idx.contains_key(id) || !seen.insert(id) {
                 let message = format!("assistant/message repeats advertised tool call {id}");
