@@ -246,12 +246,47 @@ fn first_difference(
 /// What the model is sent of one message: its role, the call a tool result answers with its
 /// error flag, and its content. Sources and ids are not part of it (ids are compared apart).
 /// Borrowed from the folds' messages: only a block whose tag loses its `plugin:` prefix is a
-/// copy.
+/// copy, made as the blocks are compared.
 #[derive(Debug, PartialEq)]
 struct ModelView<'a> {
     role: Option<&'a str>,
     call: Option<(&'a str, Option<bool>)>,
-    content: Vec<Cow<'a, ContentBlock>>,
+    content: Content<'a>,
+}
+
+/// A message's content blocks as the model sees them.
+#[derive(Debug, Clone, Copy)]
+enum Content<'a> {
+    /// The blocks as they are.
+    AsIs(&'a [ContentBlock]),
+    /// V4 blocks, each with one `plugin:` prefix taken off an unknown tag ([`strip_plugin_tag`]).
+    V4(&'a [ContentBlock]),
+}
+
+impl<'a> Content<'a> {
+    fn blocks(self) -> impl Iterator<Item = Cow<'a, ContentBlock>> {
+        let (blocks, v4) = match self {
+            Content::AsIs(blocks) => (blocks, false),
+            Content::V4(blocks) => (blocks, true),
+        };
+        blocks.iter().map(move |block| match v4 {
+            true => strip_plugin_tag(block),
+            false => Cow::Borrowed(block),
+        })
+    }
+
+    fn len(self) -> usize {
+        match self {
+            Content::AsIs(blocks) | Content::V4(blocks) => blocks.len(),
+        }
+    }
+}
+
+/// Equal when the model sees the same blocks, in the same order.
+impl PartialEq for Content<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.blocks().eq(other.blocks())
+    }
 }
 
 impl<'a> ModelView<'a> {
@@ -263,20 +298,19 @@ impl<'a> ModelView<'a> {
                 return ModelView {
                     role: Some("tool"),
                     call: Some((block.tool_call_id.as_str(), block.is_error)),
-                    content: block.content.iter().map(Cow::Borrowed).collect(),
+                    content: Content::AsIs(&block.content),
                 };
             }
         }
         ModelView {
             role: message.role.as_deref(),
             call: None,
-            content: message.content.iter().map(Cow::Borrowed).collect(),
+            content: Content::AsIs(&message.content),
         }
     }
 
     /// A V4 message, with one `plugin:` prefix taken off unknown tags.
     fn of_v4(message: &'a Message) -> ModelView<'a> {
-        let content = message.content.iter().map(strip_plugin_tag).collect();
         let call = (message.role.as_deref() == Some("tool")).then(|| {
             let id = message.extra.get("toolCallId").and_then(Value::as_str);
             let is_error = message.extra.get("isError").and_then(Value::as_bool);
@@ -285,7 +319,7 @@ impl<'a> ModelView<'a> {
         ModelView {
             role: message.role.as_deref(),
             call,
-            content,
+            content: Content::V4(&message.content),
         }
     }
 }
@@ -349,5 +383,76 @@ mod tests {
             Some(1)
         );
         assert_eq!(first_difference("be brief", &[], &[], 0, false), Some(0));
+    }
+
+    /// A block of tag `tag` with one member besides.
+    fn tagged(tag: &str) -> ContentBlock {
+        let object = serde_json::json!({"type": tag, "data": 1});
+        let Value::Object(object) = object else {
+            unreachable!("an object")
+        };
+        ContentBlock::Other(object)
+    }
+
+    // Goal: into V4, a V3 tool result and its V4 tool message are the same message, a V4 tag
+    // the edge moved into `plugin:` is compared without that prefix, and any other change (a
+    // block, the block count, the order, the call, the error flag, a doubled prefix) differs.
+    // Method: a V3 tool result and plain messages against V4 messages built from them, then
+    // each change alone.
+    #[test]
+    fn into_v4_messages_are_compared_as_the_model_sees_them() {
+        let text = ContentBlock::text("found 3");
+        let mut v3_result = message("t1", "user", "");
+        v3_result.content = vec![serde_json::from_value(serde_json::json!({
+            "type": "tool-result",
+            "toolCallId": "call_1",
+            "content": [{"type": "text", "text": "found 3"}],
+            "isError": false,
+        }))
+        .unwrap()];
+        v3_result.source = serde_json::from_value(serde_json::json!({"kind": "tool"})).unwrap();
+        let v4_tool = |content: Vec<ContentBlock>, id: &str, is_error: bool| {
+            let mut tool = message("t1", "tool", "");
+            tool.content = content;
+            tool.extra.insert("toolCallId".to_owned(), id.into());
+            tool.extra.insert("isError".to_owned(), is_error.into());
+            tool
+        };
+        let same =
+            |old: &Message, new: &Message| first_difference("", &[old], &[new], 0, true).is_none();
+        assert!(same(
+            &v3_result,
+            &v4_tool(vec![text.clone()], "call_1", false)
+        ));
+        assert!(!same(
+            &v3_result,
+            &v4_tool(vec![text.clone()], "call_2", false)
+        ));
+        assert!(!same(
+            &v3_result,
+            &v4_tool(vec![text.clone()], "call_1", true)
+        ));
+        assert!(!same(&v3_result, &v4_tool(vec![], "call_1", false)));
+        let twice = vec![text.clone(), text.clone()];
+        assert!(!same(&v3_result, &v4_tool(twice, "call_1", false)));
+        let other_text = vec![ContentBlock::text("found 4")];
+        assert!(!same(&v3_result, &v4_tool(other_text, "call_1", false)));
+
+        let mut v3 = message("a1", "assistant", "hi");
+        v3.content.push(tagged("custom"));
+        let mut v4 = message("a1", "assistant", "hi");
+        v4.content.push(tagged("plugin:custom"));
+        assert!(same(&v3, &v4));
+        v4.content[1] = tagged("plugin:plugin:custom");
+        assert!(!same(&v3, &v4));
+        v4.content = vec![tagged("plugin:custom"), ContentBlock::text("hi")];
+        assert!(!same(&v3, &v4), "the order counts");
+        v4.content = vec![ContentBlock::text("hi"), tagged("custom")];
+        assert!(
+            same(&v3, &v4),
+            "a tag without the prefix is compared as it is"
+        );
+        v4.role = Some("user".to_owned());
+        assert!(!same(&v3, &v4));
     }
 }
