@@ -83,6 +83,9 @@ pub struct Migrator {
     source_events: u64,
     target_events: u64,
     finished: bool,
+    /// The buffers `push_discarding` passes one source event's output through, kept between
+    /// events so that a push allocates nothing of its own.
+    passing: [Vec<Arc<Event>>; 2],
 }
 
 impl Migrator {
@@ -158,6 +161,7 @@ impl Migrator {
             proof: (options.prove && chained)
                 .then(|| RequestProof::new(from, folded, to, options.stage.snapshot)),
             proof_after_first,
+            passing: Default::default(),
             source_events: 0,
             target_events: 0,
             finished: false,
@@ -237,10 +241,12 @@ impl Migrator {
         if let Some(proof) = self.proof.as_mut().filter(|_| !self.proof_after_first) {
             proof.source_event(Arc::clone(&event));
         }
-        let mut events = vec![event];
+        let [mut events, mut next] = std::mem::take(&mut self.passing);
+        events.clear();
+        events.push(event);
         for stage_idx in 0..self.stages.len() {
-            let mut next = Vec::with_capacity(events.len() + 1);
-            for event in events {
+            next.clear();
+            for event in events.drain(..) {
                 self.stages[stage_idx]
                     .push_shared(event, &mut next)
                     .map_err(|refusal| place(refusal, stage_idx, source_seq))?;
@@ -251,12 +257,13 @@ impl Migrator {
                     next.iter().for_each(|e| proof.source_event(Arc::clone(e)));
                 }
             }
-            events = next;
+            std::mem::swap(&mut events, &mut next);
         }
         self.target_events += events.len() as u64;
-        for event in events {
+        for event in events.drain(..) {
             self.admit_one(event, Some(source_seq))?;
         }
+        self.passing = [events, next];
         Ok(())
     }
 
