@@ -115,8 +115,6 @@ pub struct Relations {
     unreplayed: Option<u64>,
 }
 
-/// The tools a V4 `request/header` defines, `(name, complete definition)` in list order;
-/// `None` for a normalized recording's placeholder or name list, which binds any name.
 /// The validator's maps and sets, keyed by the ids, names and keys a log holds. foldhash
 /// (hashbrown's default hasher) seeds each map at random as std's SipHash does, so a log cannot
 /// be written to collide in them, at a fraction of SipHash's cost on these short keys; nothing
@@ -125,6 +123,8 @@ pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// See [`Map`].
 pub(crate) type Set<T> = HashSet<T, foldhash::fast::RandomState>;
 
+/// The tools a V4 `request/header` defines, `(name, complete definition)` in list order;
+/// `None` for a normalized recording's placeholder or name list, which binds any name.
 pub(crate) type HeaderTools = Option<Box<[(Box<str>, bool)]>>;
 
 /// The small, copyable part of the state: saved whole in every undo record.
