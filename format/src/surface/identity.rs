@@ -131,18 +131,9 @@ fn push_source(out: &mut String, source: &Source) {
     out.push('}');
 }
 
-fn push_u64(out: &mut String, mut value: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    out.extend(digits[at..].iter().map(|&digit| char::from(digit)));
+/// An integer as serde_json writes it (with the same `itoa`).
+fn push_u64(out: &mut String, value: u64) {
+    out.push_str(itoa::Buffer::new().format(value));
 }
 
 fn push_str(out: &mut String, text: &str) {
