@@ -274,18 +274,12 @@ impl<'a> Content<'a> {
             false => Cow::Borrowed(block),
         })
     }
-
-    fn len(self) -> usize {
-        match self {
-            Content::AsIs(blocks) | Content::V4(blocks) => blocks.len(),
-        }
-    }
 }
 
 /// Equal when the model sees the same blocks, in the same order.
 impl PartialEq for Content<'_> {
     fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.blocks().eq(other.blocks())
+        self.blocks().eq(other.blocks())
     }
 }
 
