@@ -35,9 +35,9 @@
 //!     }
 //! }
 //!
-//! let mut generator = Generator::new(GenOptions { events: 300, seed: 5 });
+//! let generator = Generator::new(GenOptions { events: 300, seed: 5 });
 //! let header = generator.header();
-//! let events: Vec<Event> = std::iter::from_fn(|| generator.next_batch()).flatten().collect();
+//! let events: Vec<Event> = generator.into_events();
 //! let session = InMemory(header, events);
 //! let report = requests(&session, RequestOptions::default())?;
 //! let meter = tokens(&session)?;

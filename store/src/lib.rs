@@ -21,10 +21,10 @@
 //!
 //! let dir = tempfile::tempdir()?;
 //! let store = open_store(&Location::Redb(dir.path().join("s.redb")), Access::Write)?;
-//! let mut generator = Generator::new(GenOptions { events: 40, seed: 1 });
+//! let generator = Generator::new(GenOptions { events: 40, seed: 1 });
 //! let header = generator.header();
 //! store.create_session(&header, false)?;
-//! let events: Vec<_> = std::iter::from_fn(|| generator.next_batch()).flatten().collect();
+//! let events = generator.into_events();
 //! let ack = store.append(AppendRequest {
 //!     session: header.id.clone(),
 //!     expected_next_seq: 0,

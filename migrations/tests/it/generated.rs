@@ -13,11 +13,9 @@ fn generated_v2_migrates_and_proves() {
     for seed in [0, 5, 0xabc] {
         for events in [1, 30, 4_000] {
             let options = GenOptions { events, seed };
-            let mut generator = Generator::for_version(options, FormatVersion::V2).unwrap();
+            let generator = Generator::for_version(options, FormatVersion::V2).unwrap();
             let header = generator.header();
-            let source: Vec<_> = std::iter::from_fn(|| generator.next_batch())
-                .flatten()
-                .collect();
+            let source = generator.into_events();
             let headers = source
                 .iter()
                 .filter(|e| matches!(e.data, EventData::RequestHeader(_)))
