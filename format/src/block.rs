@@ -285,29 +285,67 @@ pub fn decode_block(bytes: &[u8]) -> Result<Block, BlockError> {
 /// walk over a session's blocks then allocates about once instead of about 2 MiB per block,
 /// which the allocator would otherwise keep resident for a while after each block is freed.
 /// It decodes exactly as [`decode_block`] does, with the same errors.
+///
+/// A decode is two steps, which [`BlockDecoder::decode`] runs one after the other:
+/// [`BlockDecoder::start`] checks the block's crc and header and decompresses its payload,
+/// and the [`Rebuild`] it returns rebuilds the records one by one. A rebuild may be carried to
+/// another thread and finished there (`verify`'s block reader hands a block part way rebuilt
+/// to a walk that waits for it).
 #[derive(Default)]
 pub struct BlockDecoder {
     payload: Vec<u8>,
     context: Option<zstd::bulk::Decompressor<'static>>,
     spare: Option<(Vec<u8>, Vec<usize>)>,
+    /// Rebuilt records get a zero crc instead of their own ([`BlockDecoder::without_record_crcs`]).
+    zero_crcs: bool,
 }
 
 impl std::fmt::Debug for BlockDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockDecoder")
             .field("payload_capacity", &self.payload.capacity())
+            .field("zero_crcs", &self.zero_crcs)
             .finish_non_exhaustive()
     }
 }
 
 impl BlockDecoder {
+    /// A decoder whose rebuilt records carry a zero crc instead of their own, for a reader
+    /// that checks every record through its block and never writes or hands out the record
+    /// bytes (`verify`): a rebuilt record's crc is computed from the record, never checked
+    /// against anything stored (the block's own crc covers the stored bytes, the chain
+    /// through to `chain_out` every record), so computing it checks nothing.
+    pub fn without_record_crcs() -> BlockDecoder {
+        BlockDecoder {
+            zero_crcs: true,
+            ..BlockDecoder::default()
+        }
+    }
+
     /// Hands back a decoded block whose buffers the next [`BlockDecoder::decode`] reuses.
     pub fn recycle(&mut self, block: Block) {
         self.spare = Some((block.records, block.ends));
     }
 
+    /// Hands back a finished rebuild, whose payload buffer the next decode reuses.
+    pub fn recycle_rebuild(&mut self, rebuild: Rebuild) {
+        if rebuild.payload.capacity() > self.payload.capacity() {
+            self.payload = rebuild.payload;
+        }
+    }
+
     /// [`decode_block`] into this decoder's buffers.
     pub fn decode(&mut self, bytes: &[u8]) -> Result<Block, BlockError> {
+        let mut rebuild = self.start(bytes)?;
+        let block = rebuild.finish();
+        self.recycle_rebuild(rebuild);
+        block
+    }
+
+    /// The first step of [`BlockDecoder::decode`]: the block's length, header and crc
+    /// checked, its payload decompressed and checked for length. The records are rebuilt by
+    /// the [`Rebuild`] returned.
+    pub fn start(&mut self, bytes: &[u8]) -> Result<Rebuild, BlockError> {
         let header = check_block_crc(bytes)?;
         let payload_fault = |e: std::io::Error| BlockError::Payload {
             reason: e.to_string(),
@@ -323,16 +361,20 @@ impl BlockDecoder {
         let room = zstd::bulk::Decompressor::upper_bound(source)
             .unwrap_or(raw_len)
             .min(raw_len);
-        self.payload.resize(room, 0);
-        let written = context
-            .decompress_to_buffer(source, self.payload.as_mut_slice())
-            .map_err(payload_fault)?;
-        self.payload.truncate(written);
-        let payload = &self.payload;
+        let mut payload = std::mem::take(&mut self.payload);
+        payload.resize(room, 0);
+        let written = match context.decompress_to_buffer(source, payload.as_mut_slice()) {
+            Ok(written) => written,
+            Err(e) => {
+                self.payload = payload;
+                return Err(payload_fault(e));
+            }
+        };
+        payload.truncate(written);
         if payload.len() != header.raw_len as usize {
-            return Err(BlockError::Payload {
-                reason: format!("{} bytes, expected {}", payload.len(), header.raw_len),
-            });
+            let reason = format!("{} bytes, expected {}", payload.len(), header.raw_len);
+            self.payload = payload;
+            return Err(BlockError::Payload { reason });
         }
         let count = header.count as usize;
         let (mut records, mut ends) = self.spare.take().unwrap_or_default();
@@ -340,55 +382,144 @@ impl BlockDecoder {
         ends.clear();
         records.reserve(payload.len() + count * CHAIN_END);
         ends.reserve(count);
-        let mut chain = header.chain_in;
-        let mut rest = payload.as_slice();
-        for index in 0..count {
-            let seq = header.first_seq + index as u64;
-            let payload_error = |reason: String| BlockError::Payload {
-                reason: format!("record {index} (seq {seq}): {reason}"),
-            };
-            if rest.len() < TAIL_LEN_BYTES {
-                return Err(payload_error("the payload ends early".to_owned()));
-            }
-            let tail_len = u32_le(rest, 0) as usize;
-            rest = &rest[TAIL_LEN_BYTES..];
-            if tail_len > rest.len() || tail_len < RECORD_HEADER_BYTES - CHAIN_END {
-                return Err(payload_error(format!("a record tail of {tail_len} bytes")));
-            }
-            let (tail, after) = rest.split_at(tail_len);
-            rest = after;
-            let start = records.len();
-            chain = record::chain_after(&chain, tail);
-            records.extend_from_slice(&[0; CRC_BYTES]);
-            records.extend_from_slice(&chain);
-            records.extend_from_slice(tail);
-            let crc = crc32fast::hash(&records[start + CRC_BYTES..]);
-            records[start..start + CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
-            let rebuilt = &records[start..];
-            let wrap = |source| BlockError::Record { index, seq, source };
-            // The crc was computed just above: only the header fields are left to check.
-            let record_header = record::read_header(rebuilt).map_err(wrap)?;
-            if record_header.seq != seq {
-                return Err(wrap(RecordError::SeqMismatch {
-                    expected: seq,
-                    got: record_header.seq,
-                }));
-            }
-            ends.push(records.len());
-        }
-        if !rest.is_empty() {
-            return Err(BlockError::Payload {
-                reason: format!("{} bytes after the last record", rest.len()),
-            });
-        }
-        if chain != header.chain_out {
-            return Err(BlockError::ChainOut);
-        }
-        Ok(Block {
+        Ok(Rebuild {
             header,
+            chain: header.chain_in,
+            payload,
+            at: 0,
             records,
             ends,
+            zero_crcs: self.zero_crcs,
+            outcome: None,
         })
+    }
+}
+
+/// A block whose payload is decompressed and whose records are being rebuilt, one
+/// [`Rebuild::step`] at a time, by walking the chain from `chain_in`
+/// ([`BlockDecoder::start`]). However the steps are split, and on whichever thread they run,
+/// [`Rebuild::finish`] gives what [`decode_block`] gives.
+pub struct Rebuild {
+    header: BlockHeader,
+    /// The chain of the last record rebuilt (`chain_in` before the first).
+    chain: ChainHash,
+    payload: Vec<u8>,
+    /// Where the next record's tail length starts in `payload`.
+    at: usize,
+    records: Vec<u8>,
+    ends: Vec<usize>,
+    zero_crcs: bool,
+    /// Set once the rebuild failed or every record is rebuilt and checked.
+    outcome: Option<Result<(), BlockError>>,
+}
+
+impl std::fmt::Debug for Rebuild {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rebuild")
+            .field("first_seq", &self.header.first_seq)
+            .field("rebuilt", &self.ends.len())
+            .field("count", &self.header.count)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rebuild {
+    /// The block's header (its crc checked).
+    pub fn header(&self) -> &BlockHeader {
+        &self.header
+    }
+
+    /// Rebuilds the next record; false once there is none left to rebuild (every record
+    /// rebuilt and the block's end checked, or the rebuild failed: [`Rebuild::finish`] says
+    /// which).
+    pub fn step(&mut self) -> bool {
+        if self.outcome.is_some() {
+            return false;
+        }
+        let index = self.ends.len();
+        let result = if index == self.header.count as usize {
+            self.check_end()
+        } else {
+            match self.rebuild_one(index) {
+                Ok(()) => return true,
+                Err(error) => Err(error),
+            }
+        };
+        self.outcome = Some(result);
+        false
+    }
+
+    /// Rebuilds what is left and gives the block, or why it does not decode. The rebuild
+    /// keeps its payload buffer for [`BlockDecoder::recycle_rebuild`]; the block is given
+    /// once (a second call says it was taken).
+    pub fn finish(&mut self) -> Result<Block, BlockError> {
+        while self.step() {}
+        let taken = Err(BlockError::Payload {
+            reason: "the block was taken already".to_owned(),
+        });
+        match self.outcome.replace(taken.clone()).unwrap_or(taken) {
+            Ok(()) => Ok(Block {
+                header: self.header,
+                records: std::mem::take(&mut self.records),
+                ends: std::mem::take(&mut self.ends),
+            }),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn rebuild_one(&mut self, index: usize) -> Result<(), BlockError> {
+        let seq = self.header.first_seq + index as u64;
+        let payload_error = |reason: String| BlockError::Payload {
+            reason: format!("record {index} (seq {seq}): {reason}"),
+        };
+        let rest = &self.payload[self.at..];
+        if rest.len() < TAIL_LEN_BYTES {
+            return Err(payload_error("the payload ends early".to_owned()));
+        }
+        let tail_len = u32_le(rest, 0) as usize;
+        let rest = &rest[TAIL_LEN_BYTES..];
+        if tail_len > rest.len() || tail_len < RECORD_HEADER_BYTES - CHAIN_END {
+            return Err(payload_error(format!("a record tail of {tail_len} bytes")));
+        }
+        let tail = &rest[..tail_len];
+        self.at += TAIL_LEN_BYTES + tail_len;
+        let records = &mut self.records;
+        let start = records.len();
+        self.chain = record::chain_after(&self.chain, tail);
+        records.extend_from_slice(&[0; CRC_BYTES]);
+        records.extend_from_slice(&self.chain);
+        records.extend_from_slice(tail);
+        if !self.zero_crcs {
+            let crc = crc32fast::hash(&records[start + CRC_BYTES..]);
+            records[start..start + CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
+        }
+        let rebuilt = &records[start..];
+        let wrap = |source| BlockError::Record { index, seq, source };
+        // The crc was computed just above (or is not kept): only the header fields are left
+        // to check.
+        let record_header = record::read_header(rebuilt).map_err(wrap)?;
+        if record_header.seq != seq {
+            return Err(wrap(RecordError::SeqMismatch {
+                expected: seq,
+                got: record_header.seq,
+            }));
+        }
+        self.ends.push(records.len());
+        Ok(())
+    }
+
+    /// After the last record: nothing left in the payload, and the chain ends at `chain_out`.
+    fn check_end(&self) -> Result<(), BlockError> {
+        let left = self.payload.len() - self.at;
+        if left != 0 {
+            return Err(BlockError::Payload {
+                reason: format!("{left} bytes after the last record"),
+            });
+        }
+        if self.chain != self.header.chain_out {
+            return Err(BlockError::ChainOut);
+        }
+        Ok(())
     }
 }
 

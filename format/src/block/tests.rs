@@ -321,3 +321,135 @@ proptest! {
         }
     }
 }
+
+/// A block record around `payload` as given (compressed, its crc sealed), whatever the
+/// payload holds: for payloads the sealer would never write.
+fn block_around(
+    first_seq: u64,
+    count: u32,
+    chain: (ChainHash, ChainHash),
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&first_seq.to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&chain.0);
+    out.extend_from_slice(&chain.1);
+    out.extend_from_slice(&zstd::bulk::compress(payload, BLOCK_ZSTD_LEVEL).unwrap());
+    let len = out.len() as u32;
+    out[4..8].copy_from_slice(&len.to_le_bytes());
+    reseal(&mut out);
+    out
+}
+
+// Goal: a rebuild gives what `decode_block` gives however its steps are split and on
+// whichever thread it is finished (verify's block reader hands blocks over part way), for
+// sound blocks and for blocks refused at every stage of the rebuild: a record's tail length,
+// a record's header, bytes after the last record, the chain's end.
+// Method: sound and damaged blocks of six records (the damaged ones built around payloads
+// the sealer would never write, their crcs sealed); for every number of steps from none to
+// past the end, step a rebuild on this thread, finish it on another, and compare with
+// `decode_block`; a second `finish` says the block was taken.
+#[test]
+fn a_rebuild_split_anywhere_gives_what_decode_gives() {
+    let (genesis, all) = records(6, 12);
+    let chain_out = chain_of(&all[5]);
+    let payload_of = |records: &[Vec<u8>]| {
+        let mut payload = Vec::new();
+        for record in records {
+            let tail = &record[CHAIN_END..];
+            payload.extend_from_slice(&(tail.len() as u32).to_le_bytes());
+            payload.extend_from_slice(tail);
+        }
+        payload
+    };
+    let sound = payload_of(&all);
+    // Record 3's tail length past the payload's end.
+    let mut long_tail = sound.clone();
+    let third = 3 * 4 + all[..3].iter().map(|r| r.len() - CHAIN_END).sum::<usize>();
+    long_tail[third..third + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    // Record 2's seq changed: its header is refused.
+    let mut wrong_seq = all.clone();
+    wrong_seq[2][CHAIN_END..CHAIN_END + 8].copy_from_slice(&99u64.to_le_bytes());
+    let mut trailing = sound.clone();
+    trailing.extend_from_slice(&[1, 2, 3]);
+    let blocks = [
+        encode_block(0, &genesis, all.iter().map(Vec::as_slice)).unwrap(),
+        block_around(0, 6, (genesis, chain_out), &sound),
+        block_around(0, 6, (genesis, chain_out), &long_tail),
+        block_around(0, 6, (genesis, chain_out), &payload_of(&wrong_seq)),
+        block_around(0, 6, (genesis, chain_out), &trailing),
+        block_around(0, 6, (genesis, [9; 32]), &sound),
+    ];
+    let want: Vec<_> = blocks.iter().map(|bytes| decode_block(bytes)).collect();
+    assert!(want[0].is_ok() && want[0] == want[1]);
+    assert!(
+        matches!(&want[2], Err(BlockError::Payload { reason }) if reason.starts_with("record 3 "))
+    );
+    assert!(matches!(
+        &want[3],
+        Err(BlockError::Record {
+            index: 2,
+            source: RecordError::SeqMismatch { .. },
+            ..
+        })
+    ));
+    assert!(
+        matches!(&want[4], Err(BlockError::Payload { reason }) if reason == "3 bytes after the last record")
+    );
+    assert_eq!(want[5], Err(BlockError::ChainOut));
+    let mut decoder = BlockDecoder::default();
+    for (bytes, want) in blocks.iter().zip(&want) {
+        for n_steps in 0..=8 {
+            let mut rebuild = decoder.start(bytes).unwrap();
+            for _ in 0..n_steps {
+                rebuild.step();
+            }
+            let (got, mut rebuild) = std::thread::scope(|scope| {
+                scope
+                    .spawn(move || (rebuild.finish(), rebuild))
+                    .join()
+                    .unwrap()
+            });
+            assert_eq!(&got, want, "after {n_steps} steps");
+            assert!(
+                matches!(rebuild.finish(), Err(BlockError::Payload { reason }) if reason.contains("taken"))
+            );
+            decoder.recycle_rebuild(rebuild);
+            if let Ok(block) = got {
+                decoder.recycle(block);
+            }
+        }
+    }
+}
+
+// Goal: a decoder without record crcs rebuilds every record byte for byte but its crc, which
+// it leaves at zero, and refuses what a full decoder refuses, with the same errors.
+// Method: the sound block of 300 records and damaged copies of it (a payload byte, raw_len),
+// through both decoders.
+#[test]
+fn a_decoder_without_record_crcs_differs_only_in_the_crcs() {
+    let (genesis, all) = records(300, 13);
+    let sound = encode_block(0, &genesis, all.iter().map(Vec::as_slice)).unwrap();
+    let mut damaged = sound.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x04;
+    reseal(&mut damaged);
+    let mut short = sound.clone();
+    let raw_len = u32::from_le_bytes(short[20..24].try_into().unwrap());
+    short[20..24].copy_from_slice(&(raw_len - 1).to_le_bytes());
+    reseal(&mut short);
+    let mut plain = BlockDecoder::without_record_crcs();
+    let block = plain.decode(&sound).unwrap();
+    assert_eq!(block.len(), all.len());
+    for ((_, rebuilt), record) in block.records().zip(&all) {
+        assert_eq!(rebuilt[..4], [0; 4]);
+        assert_eq!(rebuilt[4..], record[4..]);
+    }
+    for bytes in [&damaged, &short] {
+        assert_eq!(plain.decode(bytes), decode_block(bytes));
+        assert!(decode_block(bytes).is_err());
+    }
+}

@@ -129,7 +129,11 @@ pub(crate) fn decode_at_with(
     bytes: &[u8],
     first_seq: u64,
 ) -> Result<Block, BlockError> {
-    let block = decoder.decode(bytes)?;
+    keyed_at(decoder.decode(bytes)?, first_seq)
+}
+
+/// A decoded block, checked to sit where its key says (`first_seq`).
+pub(crate) fn keyed_at(block: Block, first_seq: u64) -> Result<Block, BlockError> {
     if block.header.first_seq != first_seq {
         return Err(BlockError::Header {
             reason: format!(
@@ -327,7 +331,8 @@ pub(crate) fn check_link(
 
 /// The checked header of a record read through [`Records::for_each`]: its crc and header
 /// fields when it came from the events table (`link` is `None`); only its header fields when
-/// it was rebuilt from a block, whose decoder computed and checked its crc.
+/// it was rebuilt from a block, which its decoder checked whole (the block's crc, the chain
+/// to `chain_out`); its crc is the decoder's computation, or zero from `verify`'s.
 pub(crate) fn record_header(
     record: &[u8],
     link: Option<&ChainHash>,

@@ -2,14 +2,27 @@
 //! own, one block ahead of the walk.
 //!
 //! `verify` spends about half its time on a block before any rule sees it: reading its parts
-//! from redb and joining them, the zstd decompression of the payload, the chain rebuilt
-//! record by record (BLAKE3) and each record's crc ([`BlockDecoder::decode`]). None of that
-//! depends on the walk, so while the walk checks block `k` (the record checks, the body
-//! decoding, the fold), this thread reads and decodes block `k + 1`. One thread serves a whole
-//! `verify`, session after session. What crosses the threads is a block at a time: the
-//! rebuilt records coming to the walk, and the buffers going back to be reused. The thread
-//! hands a block over only when the walk takes it, so at most two blocks are in flight
-//! (the one walked, the one decoded next), whatever the session's length.
+//! from redb and joining them, the zstd decompression of the payload, and the chain rebuilt
+//! record by record (BLAKE3) ([`BlockDecoder::decode`]). None of that depends on the walk, so
+//! while the walk checks block `k` (the record checks, the body decoding, the fold), this
+//! thread reads and decodes block `k + 1`. One thread serves a whole `verify`, session after
+//! session. What crosses the threads is a block at a time: the rebuilt records coming to the
+//! walk, and the buffers going back to be reused. The thread hands a block over only when the
+//! walk takes it, so at most two blocks are in flight (the one walked, the one decoded next),
+//! whatever the session's length.
+//!
+//! The two threads balance each other both ways. While the walk is still on block `k`, the
+//! thread, its block `k + 1` ready, decodes that block's bodies from its last record back
+//! (the walk's work, done ahead). When the walk is first to wait, the thread hands block
+//! `k + 1` over part way through the rebuild of its records (it looks between every few
+//! records), and the walk rebuilds the rest itself ([`Decoded::finish_rebuild`]): at a
+//! million events the rebuild's BLAKE3 alone is about a quarter of `verify`'s CPU, and the
+//! thread was the one the walk waited for.
+//!
+//! The rebuilt records' crcs are left at zero ([`BlockDecoder::without_record_crcs`]): a
+//! block's records are checked through the block (its crc, the chain through to
+//! `chain_out`), a rebuilt record's crc would be computed, never checked, and a walk never
+//! writes or hands out a record's bytes.
 //!
 //! The walk receives exactly what decoding inline gives, in the same order; when the
 //! operating system gives no thread, the blocks are read and decoded inline.
@@ -18,7 +31,7 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 
 use redb::ReadOnlyTable;
-use sessionlog_format::block::{Block, BlockDecoder, BlockError};
+use sessionlog_format::block::{Block, BlockDecoder, BlockError, Rebuild};
 use sessionlog_format::record;
 use sessionlog_format::skim;
 use sessionlog_format::Event;
@@ -40,18 +53,78 @@ pub(crate) struct Stored {
 /// A stored block and what decoding it gave.
 pub(crate) struct Decoded {
     pub stored: Stored,
+    /// The block, once its records are rebuilt ([`Decoded::finish_rebuild`]; until then, an
+    /// error saying so).
     pub block: Result<Block, BlockError>,
+    /// The block's rebuild: still under way when the reader handed the block over part way
+    /// (`pending`), then kept for its payload buffer.
+    rebuild: Option<Box<Rebuild>>,
+    pending: bool,
     /// Bodies of the block's last records, decoded by the reader while the walk was still on
     /// the block before (`Decoded::decode_one_body`).
     pub bodies: Bodies,
 }
 
 impl Decoded {
+    #[cfg(test)]
     fn new(stored: Stored, block: Result<Block, BlockError>) -> Decoded {
         Decoded {
             stored,
             block,
+            rebuild: None,
+            pending: false,
             bodies: Bodies::default(),
+        }
+    }
+
+    /// A block whose payload [`start`] decompressed (or refused), its records not rebuilt yet.
+    fn started(stored: Stored, started: Result<Rebuild, BlockError>) -> Decoded {
+        let (block, rebuild) = match started {
+            Ok(rebuild) => (
+                Err(BlockError::Payload {
+                    reason: "the block's records are not rebuilt yet".to_owned(),
+                }),
+                Some(Box::new(rebuild)),
+            ),
+            Err(error) => (Err(error), None),
+        };
+        Decoded {
+            stored,
+            block,
+            pending: rebuild.is_some(),
+            rebuild,
+            bodies: Bodies::default(),
+        }
+    }
+
+    /// Rebuilds up to `n` more of the block's records; false once none is left (the block
+    /// is then decoded, or refused).
+    fn rebuild_some(&mut self, n: usize) -> bool {
+        if !self.pending {
+            return false;
+        }
+        if let Some(rebuild) = &mut self.rebuild {
+            for _ in 0..n {
+                if !rebuild.step() {
+                    self.finish_rebuild();
+                    return false;
+                }
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Rebuilds what is left of the block's records, on the calling thread; then `block` is
+    /// what [`decode`] gives for the stored block.
+    pub(crate) fn finish_rebuild(&mut self) {
+        if !std::mem::take(&mut self.pending) {
+            return;
+        }
+        if let Some(rebuild) = &mut self.rebuild {
+            self.block = rebuild
+                .finish()
+                .and_then(|block| blocks::keyed_at(block, self.stored.first_seq));
         }
     }
 
@@ -89,6 +162,10 @@ impl Decoded {
 /// of a block's events beyond the two blocks.
 const BODIES_AHEAD_MAX: usize = 256;
 
+/// Records the reader rebuilds between two looks at whether the walk waits for the block
+/// (a look is a `try_send`; a record's rebuild, its BLAKE3 link, is about a microsecond).
+const RECORDS_PER_POLL: usize = 4;
+
 /// The bodies the reader decoded ahead, last record first.
 #[derive(Default)]
 pub(crate) struct Bodies {
@@ -105,20 +182,40 @@ impl Bodies {
 
 /// Decodes a stored block the one way every walk does: a block with a part missing is
 /// refused before it is decoded.
+#[cfg(test)]
 pub(crate) fn decode(decoder: &mut BlockDecoder, stored: &Stored) -> Result<Block, BlockError> {
+    let mut rebuild = start(decoder, stored)?;
+    let block = rebuild.finish();
+    decoder.recycle_rebuild(rebuild);
+    blocks::keyed_at(block?, stored.first_seq)
+}
+
+/// The first step of [`decode`]: the part check, the block's crc and header checked and its
+/// payload decompressed; the rebuild of its records is left to the [`Rebuild`] returned.
+fn start(decoder: &mut BlockDecoder, stored: &Stored) -> Result<Rebuild, BlockError> {
     if !stored.dense {
         return Err(BlockError::Payload {
             reason: "a part of the block is missing".to_owned(),
         });
     }
-    blocks::decode_at_with(decoder, &stored.bytes, stored.first_seq)
+    decoder.start(&stored.bytes)
 }
 
-/// Buffers a walk handed back, for the next blocks.
-#[derive(Default)]
+/// Buffers a walk handed back, for the next blocks. The decoder leaves the rebuilt records'
+/// crcs at zero: a walk checks each record through its block (the block's crc, the chain
+/// through to `chain_out`) and never writes or hands out the records' bytes.
 struct Spares {
     decoder: BlockDecoder,
     bytes: Vec<Vec<u8>>,
+}
+
+impl Default for Spares {
+    fn default() -> Spares {
+        Spares {
+            decoder: BlockDecoder::without_record_crcs(),
+            bytes: Vec::new(),
+        }
+    }
 }
 
 impl Spares {
@@ -126,6 +223,9 @@ impl Spares {
         self.bytes.push(decoded.stored.bytes);
         if let Ok(block) = decoded.block {
             self.decoder.recycle(block);
+        }
+        if let Some(rebuild) = decoded.rebuild {
+            self.decoder.recycle_rebuild(*rebuild);
         }
     }
 
@@ -149,8 +249,8 @@ fn each_block(
     let mut n_parts = 0;
     let mut block: Option<Stored> = None;
     let mut finish = |stored: Stored, spares: &mut Spares| {
-        let decoded = decode(&mut spares.decoder, &stored);
-        emit(Decoded::new(stored, decoded))
+        let started = start(&mut spares.decoder, &stored);
+        emit(Decoded::started(stored, started))
     };
     for entry in table
         .range((key, 0, 0)..=(key, u64::MAX, u32::MAX))
@@ -264,6 +364,9 @@ impl BlocksAhead {
                     loop {
                         match items.recv() {
                             Ok(Item::Block(mut decoded)) => {
+                                // Handed over part way: the rest of the rebuild is the
+                                // walk's, which waited for it.
+                                decoded.finish_rebuild();
                                 if let Err(error) = walk(&mut decoded) {
                                     break Err(error);
                                 }
@@ -301,14 +404,17 @@ fn inline_session(
                 spares.take_back(decoded);
             }
         },
-        |mut decoded| match walk(&mut decoded) {
-            Ok(()) => {
-                walked.borrow_mut().push(decoded);
-                true
-            }
-            Err(error) => {
-                failed = Some(error);
-                false
+        |mut decoded| {
+            decoded.finish_rebuild();
+            match walk(&mut decoded) {
+                Ok(()) => {
+                    walked.borrow_mut().push(decoded);
+                    true
+                }
+                Err(error) => {
+                    failed = Some(error);
+                    false
+                }
             }
         },
     );
@@ -395,6 +501,9 @@ fn hand_over(items: &SyncSender<Item>, decoded: Decoded) -> bool {
         let Item::Block(decoded) = &mut item else {
             unreachable!("only a block is handed over here");
         };
+        if decoded.rebuild_some(RECORDS_PER_POLL) {
+            continue;
+        }
         if !decoded.decode_one_body() {
             return items.send(item).is_ok();
         }
@@ -459,7 +568,8 @@ mod tests {
         {
             let mut table = txn.open_table(blocks::BLOCKS).unwrap();
             for (key, n_blocks) in [(1u64, 0u64), (2, 1), (3, 2), (4, 9)] {
-                let mut decoder = BlockDecoder::default();
+                // The walk's decoder: the rebuilt records' crcs left at zero.
+                let mut decoder = BlockDecoder::without_record_crcs();
                 let mut seen_here = Vec::new();
                 for (b, (first_seq, mut bytes)) in blocks_of(n_blocks, key).into_iter().enumerate()
                 {
@@ -574,6 +684,51 @@ mod tests {
         assert!(matches!(items.recv(), Ok(Item::Block(_))));
         // The thread is decoding the next block, which nobody takes.
         drop(ahead);
+    }
+
+    // Goal: a block the reader hands over part way rebuilt is, once the walk finishes it,
+    // the block decoding it whole gives (records with zero crcs, the same refusals: a part
+    // missing, a block keyed at another seq), however far the reader got.
+    // Method: three sound blocks, one keyed a record off and one with a part missing; for
+    // each, rebuild none to all of its records (and past the end) before finishing.
+    #[test]
+    fn a_block_the_walk_finishes_is_the_one_decoded_whole() {
+        let stored = |first_seq: u64, bytes: &[u8], dense: bool| Stored {
+            first_seq,
+            bytes: bytes.to_vec(),
+            dense,
+        };
+        let mut blocks: Vec<Stored> = blocks_of(3, 5)
+            .iter()
+            .map(|(first_seq, bytes)| stored(*first_seq, bytes, true))
+            .collect();
+        let (first_seq, bytes) = blocks_of(1, 6).remove(0);
+        blocks.push(stored(first_seq + 1, &bytes, true));
+        blocks.push(stored(first_seq, &bytes, false));
+        let mut spares = Spares::default();
+        let mut n_refused = 0;
+        for block in &blocks {
+            let whole = decode(&mut spares.decoder, block);
+            n_refused += usize::from(whole.is_err());
+            if let Ok(whole) = &whole {
+                assert!(whole.records().all(|(_, record)| record[..4] == [0; 4]));
+            }
+            let want = seen(&Decoded::new(
+                stored(block.first_seq, &block.bytes, true),
+                whole,
+            ));
+            for n_records in 0..=4 {
+                let again = stored(block.first_seq, &block.bytes, block.dense);
+                let started = start(&mut spares.decoder, &again);
+                let mut decoded = Decoded::started(again, started);
+                let more = decoded.rebuild_some(n_records);
+                assert_eq!(more, block.dense && n_records < 4, "{n_records} records");
+                decoded.finish_rebuild();
+                assert_eq!(seen(&decoded), want, "after {n_records} records");
+                spares.take_back(decoded);
+            }
+        }
+        assert_eq!(n_refused, 2);
     }
 
     // Goal: the bodies the reader decodes ahead are the events the walk would decode itself,

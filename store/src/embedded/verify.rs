@@ -547,8 +547,9 @@ impl Walk {
         self.check_seq(seq);
         self.expected_seq = seq + 1;
         let resync = std::mem::take(&mut self.resync);
-        // A record rebuilt from a block (`link`) had its crc computed and checked by the
-        // block's decoder (`decode_ahead`); one from the events table is hashed here.
+        // A record rebuilt from a block (`link`) was checked through its block by the
+        // block's decoder (`decode_ahead`: the block's crc, the chain to `chain_out`; its own
+        // crc is not rebuilt); one from the events table is hashed here.
         let header = match blocks::record_header(bytes, link) {
             Ok(header) => header,
             Err(error) => {
