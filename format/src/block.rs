@@ -424,11 +424,6 @@ impl std::fmt::Debug for Rebuild {
 }
 
 impl Rebuild {
-    /// The block's header (its crc checked).
-    pub fn header(&self) -> &BlockHeader {
-        &self.header
-    }
-
     /// Rebuilds the next record; false once there is none left to rebuild (every record
     /// rebuilt and the block's end checked, or the rebuild failed: [`Rebuild::finish`] says
     /// which).

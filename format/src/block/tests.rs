@@ -45,13 +45,7 @@ fn a_kept_compression_context_writes_the_frames_a_fresh_one_writes() {
         let again =
             encode_block(first_seq as u64, &chain_in, run.iter().map(Vec::as_slice)).unwrap();
         assert_eq!(bytes, again);
-        let mut payload = Vec::new();
-        for record in run {
-            let tail = &record[CHAIN_END..];
-            payload.extend_from_slice(&(tail.len() as u32).to_le_bytes());
-            payload.extend_from_slice(tail);
-        }
-        let fresh = zstd::bulk::compress(&payload, BLOCK_ZSTD_LEVEL).unwrap();
+        let fresh = zstd::bulk::compress(&payload_of(run), BLOCK_ZSTD_LEVEL).unwrap();
         assert_eq!(&bytes[BLOCK_HEADER_BYTES..], fresh.as_slice());
         assert_eq!(decode_block(&bytes).unwrap().len(), len);
         chain_in = chain_of(&run[len - 1]);
@@ -66,6 +60,32 @@ fn chain_of(record: &[u8]) -> ChainHash {
 fn reseal(block: &mut [u8]) {
     let crc = crc32fast::hash(&block[4..]);
     block[..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The payload a block of `records` compresses: each record without its crc and chain,
+/// behind its length.
+fn payload_of(records: &[Vec<u8>]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    for record in records {
+        let tail = &record[CHAIN_END..];
+        payload.extend_from_slice(&(tail.len() as u32).to_le_bytes());
+        payload.extend_from_slice(tail);
+    }
+    payload
+}
+
+/// Two damaged copies of a sound block, their crcs resealed: a byte of the compressed payload
+/// changed, and raw_len one byte short.
+fn damaged_copies(sound: &[u8]) -> [Vec<u8>; 2] {
+    let mut damaged = sound.to_vec();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x04;
+    reseal(&mut damaged);
+    let mut short = sound.to_vec();
+    let raw_len = u32::from_le_bytes(short[20..24].try_into().unwrap());
+    short[20..24].copy_from_slice(&(raw_len - 1).to_le_bytes());
+    reseal(&mut short);
+    [damaged, short]
 }
 
 // Goal: sealing keeps every record byte for byte, from any starting seq, and the header says
@@ -222,15 +242,7 @@ fn a_reused_decoder_decodes_as_a_fresh_one() {
             all[start..end].iter().map(Vec::as_slice),
         )
         .unwrap();
-        // A payload byte changed (crc resealed), and a raw_len one byte short.
-        let mut damaged = sound.clone();
-        let middle = damaged.len() / 2;
-        damaged[middle] ^= 0x04;
-        reseal(&mut damaged);
-        let mut short = sound.clone();
-        let raw_len = u32::from_le_bytes(short[20..24].try_into().unwrap());
-        short[20..24].copy_from_slice(&(raw_len - 1).to_le_bytes());
-        reseal(&mut short);
+        let [damaged, short] = damaged_copies(&sound);
         assert!(decode_block(&damaged).is_err() && decode_block(&short).is_err());
         blocks.extend([sound, damaged, short]);
     }
@@ -356,15 +368,6 @@ fn block_around(
 fn a_rebuild_split_anywhere_gives_what_decode_gives() {
     let (genesis, all) = records(6, 12);
     let chain_out = chain_of(&all[5]);
-    let payload_of = |records: &[Vec<u8>]| {
-        let mut payload = Vec::new();
-        for record in records {
-            let tail = &record[CHAIN_END..];
-            payload.extend_from_slice(&(tail.len() as u32).to_le_bytes());
-            payload.extend_from_slice(tail);
-        }
-        payload
-    };
     let sound = payload_of(&all);
     // Record 3's tail length past the payload's end.
     let mut long_tail = sound.clone();
@@ -433,14 +436,7 @@ fn a_rebuild_split_anywhere_gives_what_decode_gives() {
 fn a_decoder_without_record_crcs_differs_only_in_the_crcs() {
     let (genesis, all) = records(300, 13);
     let sound = encode_block(0, &genesis, all.iter().map(Vec::as_slice)).unwrap();
-    let mut damaged = sound.clone();
-    let middle = damaged.len() / 2;
-    damaged[middle] ^= 0x04;
-    reseal(&mut damaged);
-    let mut short = sound.clone();
-    let raw_len = u32::from_le_bytes(short[20..24].try_into().unwrap());
-    short[20..24].copy_from_slice(&(raw_len - 1).to_le_bytes());
-    reseal(&mut short);
+    let [damaged, short] = damaged_copies(&sound);
     let mut plain = BlockDecoder::without_record_crcs();
     let block = plain.decode(&sound).unwrap();
     assert_eq!(block.len(), all.len());

@@ -77,7 +77,7 @@ impl Decoded {
         }
     }
 
-    /// A block whose payload [`start`] decompressed (or refused), its records not rebuilt yet.
+    /// A block whose payload `start` decompressed (or refused), its records not rebuilt yet.
     fn started(stored: Stored, started: Result<Rebuild, BlockError>) -> Decoded {
         let (block, rebuild) = match started {
             Ok(rebuild) => (
@@ -116,7 +116,8 @@ impl Decoded {
     }
 
     /// Rebuilds what is left of the block's records, on the calling thread; then `block` is
-    /// what [`decode`] gives for the stored block.
+    /// what decoding the stored block whole gives (the part check, the crc, the rebuild, the
+    /// seq it is keyed at), however the rebuild was split.
     pub(crate) fn finish_rebuild(&mut self) {
         if !std::mem::take(&mut self.pending) {
             return;
@@ -180,8 +181,9 @@ impl Bodies {
     }
 }
 
-/// Decodes a stored block the one way every walk does: a block with a part missing is
-/// refused before it is decoded.
+/// Decodes a stored block whole, as the walk gets it however the rebuild was split between
+/// the threads (the tests' reference): a block with a part missing is refused before it is
+/// decoded.
 #[cfg(test)]
 pub(crate) fn decode(decoder: &mut BlockDecoder, stored: &Stored) -> Result<Block, BlockError> {
     let mut rebuild = start(decoder, stored)?;
