@@ -129,6 +129,17 @@ impl Decoded {
         }
     }
 
+    /// Hands a finished rebuild's payload buffer back to `decoder` (nothing while the rebuild
+    /// is under way), so that only a block handed over part way carries one across the threads.
+    fn release_rebuild(&mut self, decoder: &mut BlockDecoder) {
+        if self.pending {
+            return;
+        }
+        if let Some(rebuild) = self.rebuild.take() {
+            decoder.recycle_rebuild(*rebuild);
+        }
+    }
+
     /// Decodes the body of the last record whose body is not decoded yet, exactly as the walk
     /// would (`record::read_header`, then `record::decode_checked_body` at its seq); false when
     /// every record's body is decoded, [`BODIES_AHEAD_MAX`] are, or the block is not. A record
@@ -246,13 +257,13 @@ fn each_block(
     key: u64,
     spares: &mut Spares,
     mut refill: impl FnMut(&mut Spares),
-    mut emit: impl FnMut(Decoded) -> bool,
+    mut emit: impl FnMut(Decoded, &mut Spares) -> bool,
 ) -> Result<u64, StoreError> {
     let mut n_parts = 0;
     let mut block: Option<Stored> = None;
     let mut finish = |stored: Stored, spares: &mut Spares| {
         let started = start(&mut spares.decoder, &stored);
-        emit(Decoded::started(stored, started))
+        emit(Decoded::started(stored, started), spares)
     };
     for entry in table
         .range((key, 0, 0)..=(key, u64::MAX, u32::MAX))
@@ -406,8 +417,9 @@ fn inline_session(
                 spares.take_back(decoded);
             }
         },
-        |mut decoded| {
+        |mut decoded, spares| {
             decoded.finish_rebuild();
+            decoded.release_rebuild(&mut spares.decoder);
             match walk(&mut decoded) {
                 Ok(()) => {
                     walked.borrow_mut().push(decoded);
@@ -476,8 +488,8 @@ fn serve(
                         spares.take_back(decoded);
                     }
                 },
-                |decoded| {
-                    gone = !hand_over(items, decoded);
+                |decoded, spares| {
+                    gone = !hand_over(items, decoded, spares);
                     !gone
                 },
             )
@@ -488,10 +500,11 @@ fn serve(
     }
 }
 
-/// Hands `decoded` to the walk when it asks for it; until then, decodes the block's bodies from
-/// its last record back, which the walk would otherwise decode after taking it. False when
-/// the walk is gone.
-fn hand_over(items: &SyncSender<Item>, decoded: Decoded) -> bool {
+/// Hands `decoded` to the walk when it asks for it; until then, goes on rebuilding the block's
+/// records, then decodes its bodies from its last record back, which the walk would otherwise
+/// decode after taking it. A block the walk takes part way rebuilt it finishes itself. False
+/// when the walk is gone.
+fn hand_over(items: &SyncSender<Item>, decoded: Decoded, spares: &mut Spares) -> bool {
     let mut item = Item::Block(decoded);
     loop {
         // A rendezvous channel: the send succeeds only while the walk waits for a block.
@@ -506,6 +519,8 @@ fn hand_over(items: &SyncSender<Item>, decoded: Decoded) -> bool {
         if decoded.rebuild_some(RECORDS_PER_POLL) {
             continue;
         }
+        // Rebuilt here: the payload buffer stays with this thread's decoder.
+        decoded.release_rebuild(&mut spares.decoder);
         if !decoded.decode_one_body() {
             return items.send(item).is_ok();
         }
