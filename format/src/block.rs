@@ -280,6 +280,11 @@ pub fn decode_block(bytes: &[u8]) -> Result<Block, BlockError> {
     BlockDecoder::default().decode(bytes)
 }
 
+/// Buffers of each kind a [`BlockDecoder`] keeps for its next blocks: two, so that a block
+/// whose rebuild another thread finishes (and whose buffers come back later) does not make
+/// the next one allocate afresh.
+const SPARES_MAX: usize = 2;
+
 /// Decodes blocks one after another reusing its buffers: the decompressed payload, the zstd
 /// context, and the record buffers of a block handed back with [`BlockDecoder::recycle`]. A
 /// walk over a session's blocks then allocates about once instead of about 2 MiB per block,
@@ -293,9 +298,11 @@ pub fn decode_block(bytes: &[u8]) -> Result<Block, BlockError> {
 /// to a walk that waits for it).
 #[derive(Default)]
 pub struct BlockDecoder {
-    payload: Vec<u8>,
+    /// Payload buffers handed back, at most [`SPARES_MAX`].
+    payloads: Vec<Vec<u8>>,
     context: Option<zstd::bulk::Decompressor<'static>>,
-    spare: Option<(Vec<u8>, Vec<usize>)>,
+    /// Record buffers handed back, at most [`SPARES_MAX`].
+    spares: Vec<(Vec<u8>, Vec<usize>)>,
     /// Rebuilt records get a zero crc instead of their own ([`BlockDecoder::without_record_crcs`]).
     zero_crcs: bool,
 }
@@ -303,7 +310,7 @@ pub struct BlockDecoder {
 impl std::fmt::Debug for BlockDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockDecoder")
-            .field("payload_capacity", &self.payload.capacity())
+            .field("payloads", &self.payloads.len())
             .field("zero_crcs", &self.zero_crcs)
             .finish_non_exhaustive()
     }
@@ -324,13 +331,15 @@ impl BlockDecoder {
 
     /// Hands back a decoded block whose buffers the next [`BlockDecoder::decode`] reuses.
     pub fn recycle(&mut self, block: Block) {
-        self.spare = Some((block.records, block.ends));
+        if self.spares.len() < SPARES_MAX {
+            self.spares.push((block.records, block.ends));
+        }
     }
 
     /// Hands back a finished rebuild, whose payload buffer the next decode reuses.
     pub fn recycle_rebuild(&mut self, rebuild: Rebuild) {
-        if rebuild.payload.capacity() > self.payload.capacity() {
-            self.payload = rebuild.payload;
+        if self.payloads.len() < SPARES_MAX {
+            self.payloads.push(rebuild.payload);
         }
     }
 
@@ -361,23 +370,23 @@ impl BlockDecoder {
         let room = zstd::bulk::Decompressor::upper_bound(source)
             .unwrap_or(raw_len)
             .min(raw_len);
-        let mut payload = std::mem::take(&mut self.payload);
+        let mut payload = self.payloads.pop().unwrap_or_default();
         payload.resize(room, 0);
         let written = match context.decompress_to_buffer(source, payload.as_mut_slice()) {
             Ok(written) => written,
             Err(e) => {
-                self.payload = payload;
+                self.payloads.push(payload);
                 return Err(payload_fault(e));
             }
         };
         payload.truncate(written);
         if payload.len() != header.raw_len as usize {
             let reason = format!("{} bytes, expected {}", payload.len(), header.raw_len);
-            self.payload = payload;
+            self.payloads.push(payload);
             return Err(BlockError::Payload { reason });
         }
         let count = header.count as usize;
-        let (mut records, mut ends) = self.spare.take().unwrap_or_default();
+        let (mut records, mut ends) = self.spares.pop().unwrap_or_default();
         records.clear();
         ends.clear();
         records.reserve(payload.len() + count * CHAIN_END);
