@@ -336,18 +336,18 @@ impl BlockDecoder {
         }
     }
 
-    /// Hands back a finished rebuild, whose payload buffer the next decode reuses.
-    pub fn recycle_rebuild(&mut self, rebuild: Rebuild) {
+    /// Hands back the payload buffer a finished rebuild gave back ([`Rebuild::finish`]), for
+    /// the next decode.
+    pub fn recycle_payload(&mut self, payload: Vec<u8>) {
         if self.payloads.len() < SPARES_MAX {
-            self.payloads.push(rebuild.payload);
+            self.payloads.push(payload);
         }
     }
 
     /// [`decode_block`] into this decoder's buffers.
     pub fn decode(&mut self, bytes: &[u8]) -> Result<Block, BlockError> {
-        let mut rebuild = self.start(bytes)?;
-        let block = rebuild.finish();
-        self.recycle_rebuild(rebuild);
+        let (block, payload) = self.start(bytes)?.finish();
+        self.recycle_payload(payload);
         block
     }
 
@@ -453,22 +453,20 @@ impl Rebuild {
         false
     }
 
-    /// Rebuilds what is left and gives the block, or why it does not decode. The rebuild
-    /// keeps its payload buffer for [`BlockDecoder::recycle_rebuild`]; the block is given
-    /// once (a second call says it was taken).
-    pub fn finish(&mut self) -> Result<Block, BlockError> {
+    /// Rebuilds what is left and gives the block, or why it does not decode, with the payload
+    /// buffer for [`BlockDecoder::recycle_payload`].
+    pub fn finish(mut self) -> (Result<Block, BlockError>, Vec<u8>) {
         while self.step() {}
-        let taken = Err(BlockError::Payload {
-            reason: "the block was taken already".to_owned(),
-        });
-        match self.outcome.replace(taken.clone()).unwrap_or(taken) {
-            Ok(()) => Ok(Block {
+        let block = match self.outcome {
+            Some(Err(error)) => Err(error),
+            // `step` returns false only once it has set the outcome.
+            Some(Ok(())) | None => Ok(Block {
                 header: self.header,
-                records: std::mem::take(&mut self.records),
-                ends: std::mem::take(&mut self.ends),
+                records: self.records,
+                ends: self.ends,
             }),
-            Err(error) => Err(error),
-        }
+        };
+        (block, self.payload)
     }
 
     fn rebuild_one(&mut self, index: usize) -> Result<(), BlockError> {

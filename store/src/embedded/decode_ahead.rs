@@ -56,13 +56,20 @@ pub(crate) struct Decoded {
     /// The block, once its records are rebuilt ([`Decoded::finish_rebuild`]; until then, an
     /// error saying so).
     pub block: Result<Block, BlockError>,
-    /// The block's rebuild: still under way when the reader handed the block over part way
-    /// (`pending`), then kept for its payload buffer.
-    rebuild: Option<Box<Rebuild>>,
-    pending: bool,
+    rebuild: Rebuilding,
     /// Bodies of the block's last records, decoded by the reader while the walk was still on
     /// the block before (`Decoded::decode_one_body`).
     pub bodies: Bodies,
+}
+
+/// Where a block's rebuild stands.
+enum Rebuilding {
+    /// Under way: the reader handed the block over part way, or has not finished it yet.
+    Pending(Box<Rebuild>),
+    /// Finished; its payload buffer waits to go back to a decoder.
+    Spent(Vec<u8>),
+    /// Nothing left: the buffer went back, or the block was refused before its rebuild.
+    Done,
 }
 
 impl Decoded {
@@ -71,8 +78,7 @@ impl Decoded {
         Decoded {
             stored,
             block,
-            rebuild: None,
-            pending: false,
+            rebuild: Rebuilding::Done,
             bodies: Bodies::default(),
         }
     }
@@ -84,14 +90,13 @@ impl Decoded {
                 Err(BlockError::Payload {
                     reason: "the block's records are not rebuilt yet".to_owned(),
                 }),
-                Some(Box::new(rebuild)),
+                Rebuilding::Pending(Box::new(rebuild)),
             ),
-            Err(error) => (Err(error), None),
+            Err(error) => (Err(error), Rebuilding::Done),
         };
         Decoded {
             stored,
             block,
-            pending: rebuild.is_some(),
             rebuild,
             bodies: Bodies::default(),
         }
@@ -100,18 +105,13 @@ impl Decoded {
     /// Rebuilds up to `n` more of the block's records; false once none is left (the block
     /// is then decoded, or refused).
     fn rebuild_some(&mut self, n: usize) -> bool {
-        if !self.pending {
+        let Rebuilding::Pending(rebuild) = &mut self.rebuild else {
             return false;
-        }
-        if let Some(rebuild) = &mut self.rebuild {
-            for _ in 0..n {
-                if !rebuild.step() {
-                    self.finish_rebuild();
-                    return false;
-                }
-            }
+        };
+        if (0..n).all(|_| rebuild.step()) {
             return true;
         }
+        self.finish_rebuild();
         false
     }
 
@@ -119,24 +119,24 @@ impl Decoded {
     /// what decoding the stored block whole gives (the part check, the crc, the rebuild, the
     /// seq it is keyed at), however the rebuild was split.
     pub(crate) fn finish_rebuild(&mut self) {
-        if !std::mem::take(&mut self.pending) {
-            return;
-        }
-        if let Some(rebuild) = &mut self.rebuild {
-            self.block = rebuild
-                .finish()
-                .and_then(|block| blocks::keyed_at(block, self.stored.first_seq));
-        }
+        let rebuild = match std::mem::replace(&mut self.rebuild, Rebuilding::Done) {
+            Rebuilding::Pending(rebuild) => rebuild,
+            other => {
+                self.rebuild = other;
+                return;
+            }
+        };
+        let (block, payload) = rebuild.finish();
+        self.block = block.and_then(|block| blocks::keyed_at(block, self.stored.first_seq));
+        self.rebuild = Rebuilding::Spent(payload);
     }
 
     /// Hands a finished rebuild's payload buffer back to `decoder` (nothing while the rebuild
     /// is under way), so that only a block handed over part way carries one across the threads.
-    fn release_rebuild(&mut self, decoder: &mut BlockDecoder) {
-        if self.pending {
-            return;
-        }
-        if let Some(rebuild) = self.rebuild.take() {
-            decoder.recycle_rebuild(*rebuild);
+    fn release_payload(&mut self, decoder: &mut BlockDecoder) {
+        if let Rebuilding::Spent(payload) = &mut self.rebuild {
+            decoder.recycle_payload(std::mem::take(payload));
+            self.rebuild = Rebuilding::Done;
         }
     }
 
@@ -192,26 +192,29 @@ impl Bodies {
     }
 }
 
-/// Decodes a stored block whole, as the walk gets it however the rebuild was split between
-/// the threads (the tests' reference): a block with a part missing is refused before it is
-/// decoded.
+/// Decodes a stored block whole, in one go (the tests' reference for a rebuild split between
+/// the threads): a block with a part missing is refused before it is decoded.
 #[cfg(test)]
 pub(crate) fn decode(decoder: &mut BlockDecoder, stored: &Stored) -> Result<Block, BlockError> {
-    let mut rebuild = start(decoder, stored)?;
-    let block = rebuild.finish();
-    decoder.recycle_rebuild(rebuild);
-    blocks::keyed_at(block?, stored.first_seq)
+    check_parts(stored)?;
+    blocks::decode_at_with(decoder, &stored.bytes, stored.first_seq)
 }
 
-/// The first step of [`decode`]: the part check, the block's crc and header checked and its
-/// payload decompressed; the rebuild of its records is left to the [`Rebuild`] returned.
+/// The first step of a block's decode: the part check, the block's crc and header checked and
+/// its payload decompressed; the rebuild of its records is left to the [`Rebuild`] returned.
 fn start(decoder: &mut BlockDecoder, stored: &Stored) -> Result<Rebuild, BlockError> {
-    if !stored.dense {
-        return Err(BlockError::Payload {
-            reason: "a part of the block is missing".to_owned(),
-        });
-    }
+    check_parts(stored)?;
     decoder.start(&stored.bytes)
+}
+
+/// A block with a part missing is refused before it is decoded.
+fn check_parts(stored: &Stored) -> Result<(), BlockError> {
+    if stored.dense {
+        return Ok(());
+    }
+    Err(BlockError::Payload {
+        reason: "a part of the block is missing".to_owned(),
+    })
 }
 
 /// Buffers a walk handed back, for the next blocks. The decoder leaves the rebuilt records'
@@ -237,8 +240,8 @@ impl Spares {
         if let Ok(block) = decoded.block {
             self.decoder.recycle(block);
         }
-        if let Some(rebuild) = decoded.rebuild {
-            self.decoder.recycle_rebuild(*rebuild);
+        if let Rebuilding::Spent(payload) = decoded.rebuild {
+            self.decoder.recycle_payload(payload);
         }
     }
 
@@ -419,7 +422,7 @@ fn inline_session(
         },
         |mut decoded, spares| {
             decoded.finish_rebuild();
-            decoded.release_rebuild(&mut spares.decoder);
+            decoded.release_payload(&mut spares.decoder);
             match walk(&mut decoded) {
                 Ok(()) => {
                     walked.borrow_mut().push(decoded);
@@ -520,7 +523,7 @@ fn hand_over(items: &SyncSender<Item>, decoded: Decoded, spares: &mut Spares) ->
             continue;
         }
         // Rebuilt here: the payload buffer stays with this thread's decoder.
-        decoded.release_rebuild(&mut spares.decoder);
+        decoded.release_payload(&mut spares.decoder);
         if !decoded.decode_one_body() {
             return items.send(item).is_ok();
         }
