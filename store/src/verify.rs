@@ -38,7 +38,10 @@ fn verify_session<S: LogStore + ?Sized>(
         session,
         record::genesis_chain(&info.header),
         info.fold(),
-        &checkpoint,
+        checkpoint
+            .as_ref()
+            .and_then(|c| c.as_ref().ok())
+            .map(|c| c.0),
         store.kept_checkpoint_seqs(session)?,
     );
     let mut from_seq = 0;
@@ -60,5 +63,7 @@ fn verify_session<S: LogStore + ?Sized>(
             break;
         }
     }
-    Ok(walk.finish(checkpoint))
+    // Read before the records, so a checkpoint a writer stores meanwhile is not compared
+    // with the fold at the seq of the one before.
+    walk.finish(|| Ok(checkpoint))
 }

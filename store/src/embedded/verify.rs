@@ -11,8 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use redb::{ReadTransaction, ReadableTable};
-use sessionlog_format::fold::{FoldCheckpoint, SessionFold};
+use sessionlog_format::fold::{FoldCheckpoint, SessionFold, FOLD_CHECKPOINT_VERSION};
 use sessionlog_format::record::{self, ChainHash, RecordError};
+use sessionlog_format::relations::FactJournal;
 use sessionlog_format::skim;
 
 use super::blocks::{self, BLOCKS};
@@ -85,7 +86,10 @@ fn verify_session(
         }
         Err(other) => return Err(other),
     };
-    let checkpoint = read_checkpoint(txn, record.key)?;
+    // The checkpoint's seq now, the checkpoint itself once the walk is done: the read
+    // transaction is a snapshot, and the decoded checkpoint (its fact journal with it) is then
+    // not held beside the blocks in flight and the fresh fold.
+    let checkpoint_next_seq = read_checkpoint_seq(txn, record.key)?;
     let mut walk = Walk::new(
         session,
         record::genesis_chain(&record.header),
@@ -94,7 +98,7 @@ fn verify_session(
             fold.set_identity(sessionlog_format::relations::Identity::of(&record.header));
             fold
         },
-        &checkpoint,
+        checkpoint_next_seq,
         read_kept_checkpoint_seqs(txn, record.key)?,
     );
     let key = record.key;
@@ -125,14 +129,18 @@ fn verify_session(
         walk.check_kept(fetch_kept)?;
     }
     // The journal the latest checkpoint names ends where the session's fact segments end.
-    let journal_len = checkpoint.as_ref().and_then(|stored| {
-        let (_, _, fold) = stored.as_ref().ok()?;
-        fold.relations
-            .facts
-            .bytes()
-            .map(|journal| journal.len() as u64)
-    });
-    let mut report = walk.finish(checkpoint);
+    let mut journal_len = None;
+    let mut report = walk.finish(|| {
+        let checkpoint = read_checkpoint(txn, key)?;
+        journal_len = checkpoint.as_ref().and_then(|stored| {
+            let (_, _, fold) = stored.as_ref().ok()?;
+            fold.relations
+                .facts
+                .bytes()
+                .map(|journal| journal.len() as u64)
+        });
+        Ok(checkpoint)
+    })?;
     if let Some(len) = journal_len {
         check_segments_end(txn, key, len, &mut report)?;
     }
@@ -374,17 +382,36 @@ pub(crate) fn read_checkpoint(
     txn: &ReadTransaction,
     key: u64,
 ) -> Result<Option<StoredCheckpoint>, StoreError> {
+    with_checkpoint_record(txn, key, |bytes| {
+        let journal = |len| read_journal(txn, key, len);
+        super::backend::stored_checkpoint(bytes, journal)
+    })
+}
+
+/// The `next_seq` of session `key`'s latest checkpoint, from its record's header (crc and
+/// version checked, the body left compressed); `None` when there is none or it is another
+/// build's. A body that cannot be decoded is reported when [`Walk::finish`] reads it.
+fn read_checkpoint_seq(txn: &ReadTransaction, key: u64) -> Result<Option<u64>, StoreError> {
+    with_checkpoint_record(txn, key, |bytes| {
+        tables::decode_checkpoint(bytes)
+            .ok()
+            .filter(|record| record.version == FOLD_CHECKPOINT_VERSION)
+            .map(|record| record.next_seq)
+    })
+}
+
+/// `read` of session `key`'s latest checkpoint record, if it has one.
+fn with_checkpoint_record<T>(
+    txn: &ReadTransaction,
+    key: u64,
+    read: impl FnOnce(&[u8]) -> Option<T>,
+) -> Result<Option<T>, StoreError> {
+    let storage = |e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
     let checkpoints = txn
         .open_table(CHECKPOINTS)
         .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?;
-    let Some(bytes) = checkpoints
-        .get(key)
-        .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?
-    else {
-        return Ok(None);
-    };
-    let journal = |len| read_journal(txn, key, len);
-    Ok(super::backend::stored_checkpoint(bytes.value(), journal))
+    let bytes = checkpoints.get(key).map_err(storage)?;
+    Ok(bytes.and_then(|bytes| read(bytes.value())))
 }
 
 /// One session's walk: every record in seq order through [`Walk::record`], then
@@ -396,7 +423,9 @@ pub(crate) struct Walk {
     chain: ChainHash,
     expected_seq: u64,
     checkpoint_next_seq: Option<u64>,
-    /// The fresh fold's checkpoint and chain at the stored checkpoint's seq.
+    /// The fresh fold's checkpoint and chain at the stored checkpoint's seq, its fact journal
+    /// held by reference (length and BLAKE3 hash, as the kept ones compare): a copy of the
+    /// journal, which grows with the log, would be held to the end of the walk.
     fresh_checkpoint: Option<(FoldCheckpoint, ChainHash)>,
     /// The seqs of the kept checkpoints not reached yet, descending (the next one due is last).
     kept: Vec<u64>,
@@ -421,7 +450,7 @@ impl Walk {
         session: &str,
         chain: ChainHash,
         fold: SessionFold,
-        checkpoint: &Option<StoredCheckpoint>,
+        checkpoint_next_seq: Option<u64>,
         mut kept: Vec<u64>,
     ) -> Walk {
         kept.sort_unstable_by_key(|next_seq| std::cmp::Reverse(*next_seq));
@@ -435,10 +464,7 @@ impl Walk {
             fold: Some(fold),
             chain,
             expected_seq: 0,
-            checkpoint_next_seq: checkpoint
-                .as_ref()
-                .and_then(|c| c.as_ref().ok())
-                .map(|c| c.0),
+            checkpoint_next_seq,
             fresh_checkpoint: None,
             kept,
             kept_due: Vec::new(),
@@ -461,13 +487,18 @@ impl Walk {
         }
     }
 
-    /// The report, once every record was walked.
-    pub(crate) fn finish(mut self, checkpoint: Option<StoredCheckpoint>) -> SessionReport {
+    /// The report, once every record was walked: the stored checkpoint, which `read_checkpoint`
+    /// gives, is checked against the fresh fold's. It is read after the fold is dropped.
+    pub(crate) fn finish(
+        mut self,
+        read_checkpoint: impl FnOnce() -> Result<Option<StoredCheckpoint>, StoreError>,
+    ) -> Result<SessionReport, StoreError> {
         debug_assert!(self.kept_due.is_empty(), "check_kept runs before finish");
+        self.fold = None;
         self.report.head_chain = self.chain;
         self.report.events = self.expected_seq;
-        check_checkpoint(&mut self, checkpoint);
-        self.report
+        check_checkpoint(&mut self, read_checkpoint()?);
+        Ok(self.report)
     }
 
     fn fault(&mut self, seq: u64, kind: FaultKind, message: impl Into<String>) {
@@ -599,7 +630,8 @@ impl Walk {
             return;
         }
         if Some(seq + 1) == self.checkpoint_next_seq {
-            self.fresh_checkpoint = Some((fold.checkpoint(), self.chain));
+            let facts = FactJournal::stored(fold.fact_journal());
+            self.fresh_checkpoint = Some((fold.checkpoint_with(facts), self.chain));
         }
         while self.kept.last().is_some_and(|key| *key <= seq + 1) {
             let Some(key) = self.kept.pop() else {
@@ -705,10 +737,14 @@ fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
         }
     }
     // An older build kept every retry chain; compared without the dead ones, as this build
-    // writes it (`RelationsCheckpoint::prune_chains`).
+    // writes it (`RelationsCheckpoint::prune_chains`). Its fact journal, checked against the
+    // reference the record holds when it was read, compares by reference as the fresh one's.
     let checkpoint = checkpoint.map(|stored| {
         stored.map(|(next_seq, chain, mut fold)| {
             fold.relations.prune_chains();
+            if let Some(journal) = fold.relations.facts.bytes() {
+                fold.relations.facts = FactJournal::stored(journal);
+            }
             (next_seq, chain, fold)
         })
     });
