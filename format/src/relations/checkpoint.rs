@@ -517,7 +517,7 @@ impl Relations {
                             if attempts.last_retry().checked_add(1) == Some(retry)
                                 && (attempts.last().turn, attempts.last().step) == (turn, step) =>
                         {
-                            attempts.later.push(entry);
+                            attempts.push(entry);
                             true
                         }
                         _ => false,

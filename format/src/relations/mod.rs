@@ -206,36 +206,42 @@ struct Scheduled {
 
 /// The scheduled attempts of one retry id, `retry` 1, 2, ... in order: a chain's first
 /// attempt takes a new id and each later one follows the one before (the retry number rule),
-/// so one id's attempts are exactly its chain's. The first is held inline, so a chain of one
-/// attempt (the usual one) costs no allocation beyond its id.
+/// so one id's attempts are exactly its chain's. The map holds one of these for every retry id
+/// of the whole log, so the usual chain of one attempt costs its first attempt inline and one
+/// pointer: the later ones, when there are any, are boxed (`None` when there are none, so
+/// equal chains compare equal whatever they went through).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Attempts {
     first: Scheduled,
-    later: Vec<Scheduled>,
+    later: Option<Box<Vec<Scheduled>>>,
 }
+
+// One map entry per retry id of the log: the id's `Box<str>` and this.
+const _: () = assert!(std::mem::size_of::<Attempts>() <= 32);
 
 impl Attempts {
     fn new(first: Scheduled) -> Attempts {
-        Attempts {
-            first,
-            later: Vec::new(),
-        }
+        Attempts { first, later: None }
+    }
+
+    fn later(&self) -> &[Scheduled] {
+        self.later.as_deref().map_or(&[], Vec::as_slice)
     }
 
     /// The number of the last attempt.
     fn last_retry(&self) -> u64 {
-        1 + self.later.len() as u64
+        1 + self.later().len() as u64
     }
 
     fn last(&self) -> &Scheduled {
-        self.later.last().unwrap_or(&self.first)
+        self.later().last().unwrap_or(&self.first)
     }
 
     fn get(&self, retry: u64) -> Option<&Scheduled> {
         match retry {
             0 => None,
             1 => Some(&self.first),
-            n => self.later.get(usize::try_from(n - 2).ok()?),
+            n => self.later().get(usize::try_from(n - 2).ok()?),
         }
     }
 
@@ -243,8 +249,25 @@ impl Attempts {
         match retry {
             0 => None,
             1 => Some(&mut self.first),
-            n => self.later.get_mut(usize::try_from(n - 2).ok()?),
+            n => self.later.as_mut()?.get_mut(usize::try_from(n - 2).ok()?),
         }
+    }
+
+    /// Adds the attempt after the last one.
+    fn push(&mut self, attempt: Scheduled) {
+        self.later.get_or_insert_with(Box::default).push(attempt);
+    }
+
+    /// Removes the last attempt, unless it is the first: whether it did.
+    fn pop(&mut self) -> bool {
+        let Some(later) = self.later.as_mut() else {
+            return false;
+        };
+        later.pop();
+        if later.is_empty() {
+            self.later = None;
+        }
+        true
     }
 }
 
@@ -403,13 +426,12 @@ impl Relations {
                     Some(previous) => self.chains.insert(chain, previous),
                     None => self.chains.remove(&chain),
                 };
-                match self.retries.get_mut(&retry_id) {
-                    Some(attempts) if !attempts.later.is_empty() => {
-                        attempts.later.pop();
-                    }
-                    _ => {
-                        self.retries.remove(&retry_id);
-                    }
+                let popped = self
+                    .retries
+                    .get_mut(&retry_id)
+                    .is_some_and(|attempts| attempts.pop());
+                if !popped {
+                    self.retries.remove(&retry_id);
                 }
             }
             Change::RetryStarted((retry_id, retry)) => {

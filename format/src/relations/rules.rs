@@ -830,7 +830,7 @@ impl Relations {
         match self.retries.get_mut(&retry_id) {
             Some(attempts) => {
                 assert_eq!(attempts.last_retry() + 1, retry, "an id's attempts follow");
-                attempts.later.push(entry);
+                attempts.push(entry);
             }
             None => {
                 assert_eq!(retry, 1, "a new id starts its chain");
