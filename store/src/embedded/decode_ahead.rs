@@ -235,13 +235,11 @@ impl Default for Spares {
 }
 
 impl Spares {
-    fn take_back(&mut self, decoded: Decoded) {
+    fn take_back(&mut self, mut decoded: Decoded) {
+        decoded.release_payload(&mut self.decoder);
         self.bytes.push(decoded.stored.bytes);
         if let Ok(block) = decoded.block {
             self.decoder.recycle(block);
-        }
-        if let Rebuilding::Spent(payload) = decoded.rebuild {
-            self.decoder.recycle_payload(payload);
         }
     }
 

@@ -74,10 +74,6 @@ fn verify_session(
     session: &str,
     store_version: u32,
 ) -> Result<(SessionReport, TableCounts), StoreError> {
-    let storage =
-        |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
-    let table =
-        |e: redb::TableError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
     let mut counts = TableCounts::default();
     let record = match stored_session_record(txn, session) {
         Ok(record) => record,
@@ -105,7 +101,7 @@ fn verify_session(
     let kept_table = match txn.open_table(KEPT_CHECKPOINTS) {
         Ok(kept) => Some(kept),
         Err(redb::TableError::TableDoesNotExist(_)) => None,
-        Err(e) => return Err(table(e)),
+        Err(e) => return Err(StoreError::storage(e)),
     };
     let fetch_kept = |seq: u64| -> Result<Option<Vec<u8>>, StoreError> {
         let Some(kept) = &kept_table else {
@@ -113,7 +109,7 @@ fn verify_session(
         };
         Ok(kept
             .get((key, seq))
-            .map_err(storage)?
+            .map_err(StoreError::storage)?
             .map(|bytes| bytes.value().to_vec()))
     };
     // The blocks first, each read and decoded ahead of the walk (`decode_ahead`).
@@ -121,9 +117,12 @@ fn verify_session(
         walk.block(decoded);
         walk.check_kept(fetch_kept)
     })?;
-    let events = txn.open_table(EVENTS).map_err(table)?;
-    for entry in events.range((key, 0)..=(key, u64::MAX)).map_err(storage)? {
-        let (stored_key, bytes) = entry.map_err(storage)?;
+    let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
+    for entry in events
+        .range((key, 0)..=(key, u64::MAX))
+        .map_err(StoreError::storage)?
+    {
+        let (stored_key, bytes) = entry.map_err(StoreError::storage)?;
         counts.events += 1;
         walk.record(stored_key.value().1, bytes.value());
         walk.check_kept(fetch_kept)?;
@@ -183,14 +182,10 @@ fn add_wal_faults(
     if damaged.is_empty() {
         return Ok(());
     }
-    let storage =
-        |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
-    let sessions_table = txn
-        .open_table(SESSIONS)
-        .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?;
+    let sessions_table = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
     let mut ids_by_key = HashMap::new();
-    for entry in sessions_table.iter().map_err(storage)? {
-        let (id, bytes) = entry.map_err(storage)?;
+    for entry in sessions_table.iter().map_err(StoreError::storage)? {
+        let (id, bytes) = entry.map_err(StoreError::storage)?;
         if let Ok(record) = tables::decode_session(id.value(), bytes.value()) {
             ids_by_key.insert(record.key, id.value().to_owned());
         }
@@ -268,20 +263,16 @@ fn check_table_counts(
     reports: &mut [SessionReport],
 ) -> Result<(), StoreError> {
     use redb::ReadableTableMetadata;
-    let storage =
-        |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
-    let table =
-        |e: redb::TableError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
     let events = txn
         .open_table(EVENTS)
-        .map_err(table)?
+        .map_err(StoreError::storage)?
         .len()
-        .map_err(storage)?;
+        .map_err(StoreError::storage)?;
     let parts = txn
         .open_table(BLOCKS)
-        .map_err(table)?
+        .map_err(StoreError::storage)?
         .len()
-        .map_err(storage)?;
+        .map_err(StoreError::storage)?;
     let mut messages = Vec::new();
     if events != walked.events {
         messages.push(format!(
@@ -318,22 +309,16 @@ fn check_segments_end(
     len: u64,
     report: &mut SessionReport,
 ) -> Result<(), StoreError> {
-    let storage =
-        |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
     let segments = match txn.open_table(FACT_SEGMENTS) {
         Ok(segments) => segments,
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
-        Err(e) => {
-            return Err(StoreError::Storage(
-                crate::embedded::StorageFailure::caused_by(e),
-            ))
-        }
+        Err(e) => return Err(StoreError::storage(e)),
     };
     for entry in segments
         .range((key, 0)..=(key, u64::MAX))
-        .map_err(storage)?
+        .map_err(StoreError::storage)?
     {
-        let (stored_key, value) = entry.map_err(storage)?;
+        let (stored_key, value) = entry.map_err(StoreError::storage)?;
         let start = stored_key.value().1;
         let end = crate::facts::decode_segment(value.value())
             .map_or(u64::MAX, |bytes| start + bytes.len() as u64);
@@ -357,20 +342,17 @@ pub(crate) fn read_kept_checkpoint_seqs(
     txn: &ReadTransaction,
     key: u64,
 ) -> Result<Vec<u64>, StoreError> {
-    let storage =
-        |e: redb::StorageError| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
     let kept = match txn.open_table(KEPT_CHECKPOINTS) {
         Ok(kept) => kept,
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(StoreError::Storage(
-                crate::embedded::StorageFailure::caused_by(e),
-            ))
-        }
+        Err(e) => return Err(StoreError::storage(e)),
     };
     let mut out = Vec::new();
-    for entry in kept.range((key, 0)..=(key, u64::MAX)).map_err(storage)? {
-        let (stored_key, _) = entry.map_err(storage)?;
+    for entry in kept
+        .range((key, 0)..=(key, u64::MAX))
+        .map_err(StoreError::storage)?
+    {
+        let (stored_key, _) = entry.map_err(StoreError::storage)?;
         out.push(stored_key.value().1);
     }
     Ok(out)
@@ -406,11 +388,8 @@ fn with_checkpoint_record<T>(
     key: u64,
     read: impl FnOnce(&[u8]) -> Option<T>,
 ) -> Result<Option<T>, StoreError> {
-    let storage = |e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e));
-    let checkpoints = txn
-        .open_table(CHECKPOINTS)
-        .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?;
-    let bytes = checkpoints.get(key).map_err(storage)?;
+    let checkpoints = txn.open_table(CHECKPOINTS).map_err(StoreError::storage)?;
+    let bytes = checkpoints.get(key).map_err(StoreError::storage)?;
     Ok(bytes.and_then(|bytes| read(bytes.value())))
 }
 
