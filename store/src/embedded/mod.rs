@@ -65,7 +65,7 @@ const SNAPSHOT_REREAD_PAUSE: std::time::Duration = std::time::Duration::from_mil
 /// `verify` of a 200k-event store kept every page it had read, its memory growing with the
 /// store (142 MiB, against 56 MiB at 50k events). With 8 MiB, `verify` of a 100k-event store
 /// read as many pages from the file (8,518 `pread`s against 8,519 with 2 MiB), and the cache
-/// was 6 MiB more of its peak at 1M events; redb keeps its branch pages before its leaves.
+/// was 7-8 MiB more of its peak at 1M events; redb keeps its branch pages before its leaves.
 pub const READ_ONLY_CACHE_BYTES: usize = 2 << 20;
 
 /// redb's page cache of a writable open, in bytes (redb's default is 1 GiB). redb keeps the
