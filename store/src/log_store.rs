@@ -258,9 +258,7 @@ pub fn fold_from_checkpoint<S: LogStore + ?Sized>(
     for_each_event(store, session, from_seq, end_seq, |event| {
         let seq = event.seq;
         fold.admit(Arc::new(event))
-            .map_err(|violation| StoreError::Corrupt {
-                reason: format!("{session}@{seq}: {violation}"),
-            })
+            .map_err(|violation| StoreError::corrupt_at(session, seq, violation))
     })?;
     debug_assert_eq!(fold.admission().next_seq(), end_seq);
     Ok(fold)

@@ -123,9 +123,8 @@ impl MemStore {
             let mut records = Vec::with_capacity(batch.len());
             for event in &batch {
                 let mut bytes = Vec::new();
-                chain = record::encode_event(event, &chain, &mut bytes).map_err(|e| {
-                    StoreError::Storage(crate::embedded::StorageFailure::caused_by(e))
-                })?;
+                chain =
+                    record::encode_event(event, &chain, &mut bytes).map_err(StoreError::storage)?;
                 records.push(bytes);
             }
             state.fold = fold;
@@ -207,14 +206,14 @@ impl LogStore for MemStore {
                 None => record::genesis_chain(&state.info.header),
                 Some(prev) => {
                     record::check_record_crc(&state.records[prev])
-                        .map_err(|e| corrupt(session, prev as u64, e))?
+                        .map_err(|e| StoreError::corrupt_at(session, prev as u64, e))?
                         .chain
                 }
             };
             let mut events = Vec::with_capacity(end - start);
             for (seq, bytes) in (from_seq..).zip(&state.records[start..end]) {
                 let (event, next) = record::decode_event(bytes, &chain, seq)
-                    .map_err(|e| corrupt(session, seq, e))?;
+                    .map_err(|e| StoreError::corrupt_at(session, seq, e))?;
                 chain = next;
                 events.push(event);
             }
@@ -297,11 +296,5 @@ impl LogStore for MemStore {
             state.importing = false;
             Ok(())
         })
-    }
-}
-
-fn corrupt(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        reason: format!("{session}@{seq}: {error}"),
     }
 }

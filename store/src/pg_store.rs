@@ -145,12 +145,6 @@ fn pg_error(error: postgres::Error) -> StoreError {
     StoreError::Storage(crate::embedded::StorageFailure::with_source(message, error))
 }
 
-fn corrupt(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        reason: format!("{session}@{seq}: {error}"),
-    }
-}
-
 /// A seq as a BIGINT; seqs are safe integers (below 2^53), so this never fails for a stored
 /// seq, and a caller's range bound beyond i64 is clamped.
 fn to_sql_seq(seq: u64) -> i64 {
@@ -158,7 +152,8 @@ fn to_sql_seq(seq: u64) -> i64 {
 }
 
 fn from_sql_seq(session: &str, seq: i64) -> Result<u64, StoreError> {
-    u64::try_from(seq).map_err(|_| corrupt(session, 0, format!("negative seq {seq} stored")))
+    u64::try_from(seq)
+        .map_err(|_| StoreError::corrupt_at(session, 0, format!("negative seq {seq} stored")))
 }
 
 /// Whether a failed write lost a race: another writer took the seq (unique key) or the
@@ -359,8 +354,7 @@ impl PgStore {
         let mut records = Vec::with_capacity(batch.len());
         for event in &batch {
             let mut bytes = Vec::new();
-            chain = record::encode_event(event, &chain, &mut bytes)
-                .map_err(|e| StoreError::Storage(crate::embedded::StorageFailure::caused_by(e)))?;
+            chain = record::encode_event(event, &chain, &mut bytes).map_err(StoreError::storage)?;
             records.push((event.seq, bytes));
         }
         let next_seq = state.fold.admission().next_seq();
@@ -764,9 +758,11 @@ fn read_one(client: &mut Client, session: &str, seq: u64) -> Result<Event, Store
     let records = PgStore::query_records(client, session, seq, seq + 1)?;
     let stored = records
         .first()
-        .ok_or_else(|| corrupt(session, seq, "the record is missing"))?;
-    let header = record::check_record_crc(&stored.bytes).map_err(|e| corrupt(session, seq, e))?;
-    record::decode_checked_body(&stored.bytes, &header, seq).map_err(|e| corrupt(session, seq, e))
+        .ok_or_else(|| StoreError::corrupt_at(session, seq, "the record is missing"))?;
+    let header = record::check_record_crc(&stored.bytes)
+        .map_err(|e| StoreError::corrupt_at(session, seq, e))?;
+    record::decode_checked_body(&stored.bytes, &header, seq)
+        .map_err(|e| StoreError::corrupt_at(session, seq, e))
 }
 
 /// Folds every record after the warm state's head (written by other writers), checking the
@@ -779,14 +775,14 @@ fn catch_up(client: &mut Client, session: &str, state: &mut PgSession) -> Result
         for (expected_seq, stored) in (from_seq..).zip(records) {
             if stored.seq != expected_seq {
                 let message = format!("the record is missing (next is {})", stored.seq);
-                return Err(corrupt(session, expected_seq, message));
+                return Err(StoreError::corrupt_at(session, expected_seq, message));
             }
             let (event, chain) = record::decode_event(&stored.bytes, &state.head_chain, stored.seq)
-                .map_err(|e| corrupt(session, stored.seq, e))?;
+                .map_err(|e| StoreError::corrupt_at(session, stored.seq, e))?;
             state
                 .fold
                 .admit(Arc::new(event))
-                .map_err(|v| corrupt(session, expected_seq, v))?;
+                .map_err(|v| StoreError::corrupt_at(session, expected_seq, v))?;
             state.head_chain = chain;
         }
         if (n_records as u64) < READ_EVENTS_MAX {
@@ -813,7 +809,8 @@ fn head_of(store: &PgStore, client: &mut Client, session: &str) -> Result<Head, 
     };
     let seq = from_sql_seq(session, row.try_get(0).map_err(pg_error)?)?;
     let bytes: Vec<u8> = row.try_get(1).map_err(pg_error)?;
-    let header = record::check_record_crc(&bytes).map_err(|e| corrupt(session, seq, e))?;
+    let header =
+        record::check_record_crc(&bytes).map_err(|e| StoreError::corrupt_at(session, seq, e))?;
     Ok(Head {
         next_seq: seq + 1,
         chain: header.chain,
@@ -924,7 +921,7 @@ impl LogStore for PgStore {
                 match prev.first() {
                     Some(stored) => {
                         record::check_record_crc(&stored.bytes)
-                            .map_err(|e| corrupt(session, prev_seq, e))?
+                            .map_err(|e| StoreError::corrupt_at(session, prev_seq, e))?
                             .chain
                     }
                     // Past the head: nothing to read.
@@ -937,10 +934,10 @@ impl LogStore for PgStore {
         for (expected_seq, stored) in (from_seq..).zip(records) {
             if stored.seq != expected_seq {
                 let message = format!("the record is missing (next is {})", stored.seq);
-                return Err(corrupt(session, expected_seq, message));
+                return Err(StoreError::corrupt_at(session, expected_seq, message));
             }
             let (event, next_chain) = record::decode_event(&stored.bytes, &chain, expected_seq)
-                .map_err(|e| corrupt(session, expected_seq, e))?;
+                .map_err(|e| StoreError::corrupt_at(session, expected_seq, e))?;
             chain = next_chain;
             events.push(event);
         }

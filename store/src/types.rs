@@ -202,6 +202,13 @@ impl StoreError {
         StoreError::Storage(StorageFailure::caused_by(error))
     }
 
+    /// Stored data that fails a check, at `session@seq`.
+    pub(crate) fn corrupt_at(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt {
+            reason: format!("{session}@{seq}: {error}"),
+        }
+    }
+
     /// A storage failure with no error underneath.
     pub fn storage_message(message: impl Into<String>) -> StoreError {
         StoreError::Storage(StorageFailure::new(message))

@@ -16,10 +16,6 @@ use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, RE
 /// zstd level of checkpoint bodies (as the redb store writes them).
 const CHECKPOINT_ZSTD_LEVEL: i32 = 3;
 
-fn storage(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    StoreError::Storage(crate::embedded::StorageFailure::caused_by(error))
-}
-
 impl LogStore for Store {
     fn backend_name(&self) -> &'static str {
         "redb"
@@ -90,8 +86,8 @@ impl LogStore for Store {
         guard("reading records", || {
             let txn = self.read_txn()?;
             let record = session_record(&txn, session)?;
-            let events = txn.open_table(EVENTS).map_err(storage)?;
-            let blocks = txn.open_table(BLOCKS).map_err(storage)?;
+            let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
+            let blocks = txn.open_table(BLOCKS).map_err(StoreError::storage)?;
             let mut records = Records::new(&events, &blocks, session, record.key);
             let mut out = Vec::new();
             let limit = READ_EVENTS_MAX as usize;
@@ -200,8 +196,8 @@ pub(crate) fn encode_checkpoint(
     let (reference, segment) = facts.advance(fold.fact_journal());
     let checkpoint = fold.checkpoint_with(reference);
     let mut raw = Vec::new();
-    binary::to_vec(&checkpoint, &mut raw).map_err(storage)?;
-    let body = zstd::bulk::compress(&raw, CHECKPOINT_ZSTD_LEVEL).map_err(storage)?;
+    binary::to_vec(&checkpoint, &mut raw).map_err(StoreError::storage)?;
+    let body = zstd::bulk::compress(&raw, CHECKPOINT_ZSTD_LEVEL).map_err(StoreError::storage)?;
     let record = CheckpointRecord {
         version: checkpoint.version,
         next_seq: fold.admission().next_seq(),

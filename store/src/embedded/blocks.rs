@@ -23,16 +23,6 @@ pub(crate) const BLOCKS: TableDefinition<(u64, u64, u32), &[u8]> = TableDefiniti
 /// Largest part of a block record: one part and its key fit in one 4 KiB redb leaf page.
 pub(crate) const BLOCK_PART_BYTES: usize = 4000;
 
-fn storage(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    StoreError::Storage(crate::embedded::StorageFailure::caused_by(error))
-}
-
-pub(crate) fn corrupt(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        reason: format!("{session}@{seq}: {error}"),
-    }
-}
-
 /// Stores `bytes`, the block record starting at `first_seq`, as its parts.
 pub(crate) fn insert_block(
     blocks: &mut redb::Table<(u64, u64, u32), &[u8]>,
@@ -43,7 +33,7 @@ pub(crate) fn insert_block(
     for (part, chunk) in (0u32..).zip(bytes.chunks(BLOCK_PART_BYTES)) {
         blocks
             .insert((key, first_seq, part), chunk)
-            .map_err(storage)?;
+            .map_err(StoreError::storage)?;
     }
     Ok(())
 }
@@ -59,9 +49,9 @@ pub(crate) fn block_bytes(
     let mut found = false;
     let range = blocks
         .range((key, first_seq, 0)..=(key, first_seq, u32::MAX))
-        .map_err(storage)?;
+        .map_err(StoreError::storage)?;
     for (expected_part, entry) in (0u32..).zip(range) {
-        let (stored_key, part) = entry.map_err(storage)?;
+        let (stored_key, part) = entry.map_err(StoreError::storage)?;
         if stored_key.value().2 != expected_part {
             break;
         }
@@ -79,9 +69,9 @@ fn block_start_at_or_before(
 ) -> Result<Option<u64>, StoreError> {
     let mut range = blocks
         .range((key, 0, 0)..=(key, seq, u32::MAX))
-        .map_err(storage)?;
+        .map_err(StoreError::storage)?;
     match range.next_back() {
-        Some(entry) => Ok(Some(entry.map_err(storage)?.0.value().1)),
+        Some(entry) => Ok(Some(entry.map_err(StoreError::storage)?.0.value().1)),
         None => Ok(None),
     }
 }
@@ -98,11 +88,12 @@ pub(crate) fn sealed_end(
     let Some(first_seq) = block_start_at_or_before(blocks, key, u64::MAX)? else {
         return Ok((0, *genesis));
     };
-    let bytes = block_bytes(blocks, key, first_seq)?
-        .ok_or_else(|| corrupt(session, first_seq, "the block's first part is missing"))?;
+    let bytes = block_bytes(blocks, key, first_seq)?.ok_or_else(|| {
+        StoreError::corrupt_at(session, first_seq, "the block's first part is missing")
+    })?;
     let header = block::check_block_crc(&bytes).map_err(|e| block_fault(session, first_seq, &e))?;
     if header.first_seq != first_seq {
-        return Err(corrupt(
+        return Err(StoreError::corrupt_at(
             session,
             first_seq,
             format!(
@@ -115,7 +106,7 @@ pub(crate) fn sealed_end(
 }
 
 fn block_fault(session: &str, first_seq: u64, error: &BlockError) -> StoreError {
-    corrupt(
+    StoreError::corrupt_at(
         session,
         first_seq,
         format!("the block at seq {first_seq}: {error}"),
@@ -197,7 +188,10 @@ where
         if let Some(block) = cached {
             return Ok(block.header.end_seq() <= seq);
         }
-        let part = self.blocks.get((self.key, first_seq, 0)).map_err(storage)?;
+        let part = self
+            .blocks
+            .get((self.key, first_seq, 0))
+            .map_err(StoreError::storage)?;
         let header = part.and_then(|p| block::block_header(p.value()).ok());
         Ok(header.is_some_and(|h| h.first_seq == first_seq && h.end_seq() <= seq))
     }
@@ -236,7 +230,11 @@ where
 
     /// The record of `seq`, or `None` when neither table holds it.
     pub(crate) fn get(&mut self, seq: u64) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
-        if let Some(bytes) = self.events.get((self.key, seq)).map_err(storage)? {
+        if let Some(bytes) = self
+            .events
+            .get((self.key, seq))
+            .map_err(StoreError::storage)?
+        {
             return Ok(Some(Cow::Owned(bytes.value().to_vec())));
         }
         Ok(self.sealed.record(seq)?.map(Cow::Borrowed))
@@ -268,7 +266,7 @@ where
         let unsealed = self
             .events
             .get((self.key, from_seq))
-            .map_err(storage)?
+            .map_err(StoreError::storage)?
             .is_some();
         let start = match unsealed {
             true => None,
@@ -306,9 +304,9 @@ where
         let range = self
             .events
             .range((self.key, next)..(self.key, to_seq))
-            .map_err(storage)?;
+            .map_err(StoreError::storage)?;
         for entry in range {
-            let (stored_key, bytes) = entry.map_err(storage)?;
+            let (stored_key, bytes) = entry.map_err(StoreError::storage)?;
             if !f(stored_key.value().1, bytes.value(), None)? {
                 break;
             }

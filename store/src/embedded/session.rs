@@ -50,16 +50,6 @@ pub(crate) fn context_of(record: &SessionRecord) -> RuleContext {
     crate::types::session_context(&record.header, record.snapshot)
 }
 
-fn storage(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    StoreError::Storage(crate::embedded::StorageFailure::caused_by(error))
-}
-
-fn corrupt(session: &str, seq: u64, error: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        reason: format!("{session}@{seq}: {error}"),
-    }
-}
-
 /// The session's record for a reader: a session an interrupted import left is refused with
 /// `ImportInterrupted` (only the import and `verify` read it, through
 /// [`stored_session_record`]).
@@ -81,14 +71,13 @@ pub(crate) fn stored_session_record(
     txn: &ReadTransaction,
     session: &str,
 ) -> Result<SessionRecord, StoreError> {
-    let sessions = txn.open_table(SESSIONS).map_err(storage)?;
-    let bytes =
-        sessions
-            .get(session)
-            .map_err(storage)?
-            .ok_or_else(|| StoreError::UnknownSession {
-                session: session.to_owned(),
-            })?;
+    let sessions = txn.open_table(SESSIONS).map_err(StoreError::storage)?;
+    let bytes = sessions
+        .get(session)
+        .map_err(StoreError::storage)?
+        .ok_or_else(|| StoreError::UnknownSession {
+            session: session.to_owned(),
+        })?;
     tables::decode_session(session, bytes.value())
 }
 
@@ -139,7 +128,7 @@ impl SessionState {
             ..
         } = session_record;
         let genesis = record::genesis_chain(&header);
-        let pending = Pending::load(&txn.open_table(EVENTS).map_err(storage)?, key)?;
+        let pending = Pending::load(&txn.open_table(EVENTS).map_err(StoreError::storage)?, key)?;
         let resumed = match resume {
             Resume::Never => None,
             resume => load_checkpoint(txn, session, key, ctx, resume)?,
@@ -182,12 +171,16 @@ impl SessionState {
             let seq = event.seq;
             if state.fold.replay_relations().is_err() {
                 unusable = true;
-                return Err(corrupt(session, seq, "the checkpoint's fact journal"));
+                return Err(StoreError::corrupt_at(
+                    session,
+                    seq,
+                    "the checkpoint's fact journal",
+                ));
             }
             state
                 .fold
                 .admit(Arc::new(event))
-                .map_err(|v| corrupt(session, seq, v))
+                .map_err(|v| StoreError::corrupt_at(session, seq, v))
         });
         if unusable {
             return Ok(None);
@@ -281,8 +274,8 @@ fn load_checkpoint(
     ctx: RuleContext,
     resume: Resume,
 ) -> Result<Option<(SessionFold, ChainHash)>, StoreError> {
-    let checkpoints = txn.open_table(CHECKPOINTS).map_err(storage)?;
-    let Some(bytes) = checkpoints.get(key).map_err(storage)? else {
+    let checkpoints = txn.open_table(CHECKPOINTS).map_err(StoreError::storage)?;
+    let Some(bytes) = checkpoints.get(key).map_err(StoreError::storage)? else {
         return Ok(None);
     };
     resume_checkpoint(txn, session, key, ctx, bytes.value(), resume)
@@ -313,8 +306,8 @@ fn resume_checkpoint(
     else {
         return Ok(None);
     };
-    let events = txn.open_table(EVENTS).map_err(storage)?;
-    let blocks = txn.open_table(BLOCKS).map_err(storage)?;
+    let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
+    let blocks = txn.open_table(BLOCKS).map_err(StoreError::storage)?;
     let mut records = Records::new(&events, &blocks, session, key);
     let mut failure = None;
     let live_events = |seq| match read_event_unchained(&mut records, session, seq) {
@@ -349,14 +342,14 @@ pub(crate) fn kept_checkpoint_below(
     let kept = match txn.open_table(KEPT_CHECKPOINTS) {
         Ok(kept) => kept,
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-        Err(error) => return Err(storage(error)),
+        Err(error) => return Err(StoreError::storage(error)),
     };
     let below = kept
         .range((key, 0)..=(key, end_seq))
-        .map_err(storage)?
+        .map_err(StoreError::storage)?
         .next_back()
         .transpose()
-        .map_err(storage)?;
+        .map_err(StoreError::storage)?;
     Ok(below.map(|(stored_key, bytes)| (stored_key.value().1, bytes.value().to_vec())))
 }
 
@@ -371,8 +364,8 @@ fn nearest_checkpoint(
     end_seq: u64,
 ) -> Result<Option<(SessionFold, ChainHash)>, StoreError> {
     let mut candidates: Vec<(Option<u64>, Vec<u8>)> = Vec::with_capacity(2);
-    let latest = txn.open_table(CHECKPOINTS).map_err(storage)?;
-    if let Some(bytes) = latest.get(record.key).map_err(storage)? {
+    let latest = txn.open_table(CHECKPOINTS).map_err(StoreError::storage)?;
+    if let Some(bytes) = latest.get(record.key).map_err(StoreError::storage)? {
         candidates.push((None, bytes.value().to_vec()));
     }
     if let Some((key, bytes)) = kept_checkpoint_below(txn, record.key, end_seq)? {
@@ -414,10 +407,12 @@ where
 {
     let bytes = records
         .get(seq)?
-        .ok_or_else(|| corrupt(session, seq, "the record is missing"))?;
+        .ok_or_else(|| StoreError::corrupt_at(session, seq, "the record is missing"))?;
     let record = bytes.as_ref();
-    let header = record::check_record_crc(record).map_err(|e| corrupt(session, seq, e))?;
-    record::decode_checked_body(record, &header, seq).map_err(|e| corrupt(session, seq, e))
+    let header =
+        record::check_record_crc(record).map_err(|e| StoreError::corrupt_at(session, seq, e))?;
+    record::decode_checked_body(record, &header, seq)
+        .map_err(|e| StoreError::corrupt_at(session, seq, e))
 }
 
 /// Walks records `from_seq..to_seq` in order, checking crc, chain link and seq density, and
@@ -431,19 +426,20 @@ pub(crate) fn for_each_record(
     chain: &mut ChainHash,
     mut f: impl FnMut(Event) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    let events = txn.open_table(EVENTS).map_err(storage)?;
-    let blocks = txn.open_table(BLOCKS).map_err(storage)?;
+    let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
+    let blocks = txn.open_table(BLOCKS).map_err(StoreError::storage)?;
     let mut records = Records::new(&events, &blocks, session, key);
     let mut expected_seq = from_seq;
     records.for_each(from_seq, to_seq, usize::MAX, |seq, bytes, link| {
         if seq != expected_seq {
             let message = format!("the record is missing (next is {seq})");
-            return Err(corrupt(session, expected_seq, message));
+            return Err(StoreError::corrupt_at(session, expected_seq, message));
         }
         expected_seq += 1;
-        let header = check_link(bytes, chain, link).map_err(|e| corrupt(session, seq, e))?;
+        let header =
+            check_link(bytes, chain, link).map_err(|e| StoreError::corrupt_at(session, seq, e))?;
         let event = record::decode_checked_body(bytes, &header, seq)
-            .map_err(|e| corrupt(session, seq, e))?;
+            .map_err(|e| StoreError::corrupt_at(session, seq, e))?;
         *chain = header.chain;
         f(event)
     })
@@ -459,14 +455,15 @@ fn chain_before(
     if from_seq == 0 {
         return Ok(record::genesis_chain(&record.header));
     }
-    let events = txn.open_table(EVENTS).map_err(storage)?;
-    let blocks = txn.open_table(BLOCKS).map_err(storage)?;
+    let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
+    let blocks = txn.open_table(BLOCKS).map_err(StoreError::storage)?;
     let mut records = Records::new(&events, &blocks, session, record.key);
     let prev_seq = from_seq - 1;
     let bytes = records
         .get(prev_seq)?
-        .ok_or_else(|| corrupt(session, prev_seq, "the record is missing"))?;
-    let header = record::check_record_crc(&bytes).map_err(|e| corrupt(session, prev_seq, e))?;
+        .ok_or_else(|| StoreError::corrupt_at(session, prev_seq, "the record is missing"))?;
+    let header = record::check_record_crc(&bytes)
+        .map_err(|e| StoreError::corrupt_at(session, prev_seq, e))?;
     Ok(header.chain)
 }
 
@@ -528,7 +525,7 @@ pub(crate) fn fold_at(
         |event| {
             let seq = event.seq;
             fold.admit(Arc::new(event))
-                .map_err(|v| corrupt(session, seq, v))
+                .map_err(|v| StoreError::corrupt_at(session, seq, v))
         },
     )?;
     if let Some(at) = at_seq {
