@@ -111,14 +111,42 @@ pub enum ResumeError {
 
 impl SessionFold {
     /// The checkpoint of this fold; O(live nodes + projected messages + fact journal).
+    ///
+    /// # Panics
+    ///
+    /// After [`SessionFold::hash_fact_journal`].
     pub fn checkpoint(&self) -> FoldCheckpoint {
         let facts = FactJournal::Bytes(self.admission.relations().journal().to_vec());
         self.checkpoint_with(facts)
     }
 
     /// The validator's fact journal (see [`crate::relations::FactJournal`]).
+    ///
+    /// # Panics
+    ///
+    /// After [`SessionFold::hash_fact_journal`].
     pub fn fact_journal(&self) -> &[u8] {
         self.admission.relations().journal()
+    }
+
+    /// The validator's fact journal by reference (its length and BLAKE3 hash), whether or not
+    /// it was hashed; what [`SessionFold::checkpoint_with`] takes to name a stored journal.
+    pub fn fact_journal_reference(&self) -> FactJournal {
+        self.admission.relations().journal_reference()
+    }
+
+    /// The bytes of the fact journal not folded into its hash yet.
+    pub fn unhashed_fact_journal_len(&self) -> usize {
+        self.admission.relations().unhashed_journal_len()
+    }
+
+    /// Folds the fact journal's bytes into their hash and drops them, for a fold whose
+    /// checkpoints are only compared, never stored (`verify`'s fresh fold): see
+    /// [`crate::relations::Relations::hash_journal`]. [`SessionFold::checkpoint`] and
+    /// [`SessionFold::fact_journal`] panic from then on; admitting and checkpointing by
+    /// reference go on as before.
+    pub fn hash_fact_journal(&mut self) {
+        self.admission.relations_mut().hash_journal();
     }
 
     /// The checkpoint of this fold with `facts` for its fact journal, as a store that keeps

@@ -387,8 +387,10 @@ impl PartialEq for SessionFold {
 }
 
 /// The relationship states agree; the identity is configuration (the header), not state.
+/// Equal validator states; their fact journals compare by length and hash, since a hashed
+/// journal ([`SessionFold::hash_fact_journal`]) has no bytes left to compare.
 fn relations_equal(a: &crate::relations::Relations, b: &crate::relations::Relations) -> bool {
-    a.checkpoint() == b.checkpoint()
+    a.checkpoint_with(a.journal_reference()) == b.checkpoint_with(b.journal_reference())
 }
 
 /// `deriveEventMessage` without projections (spec 7.3): `user/message` data verbatim, the

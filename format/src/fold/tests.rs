@@ -631,6 +631,64 @@ fn round_trip(fold: &SessionFold, events: &[Arc<Event>]) -> SessionFold {
     resumed
 }
 
+// Goal: a fold whose fact journal is hashed as it goes (`verify`'s fresh fold) names its
+// journal by reference exactly as a fold that keeps the bytes, however often it hashes, and
+// a batch it refuses after a hash leaves it unchanged (the undo truncates only what follows
+// the hashed bytes). Method: a generated session with retries, titles and commands, folded
+// whole and hashed every 1, 7 and 100 events, compared at every event; then a batch that
+// ends in a refused offload, admitted after a hash.
+#[test]
+fn a_hashed_fact_journal_is_named_as_the_kept_bytes_name_it() {
+    let events: Vec<Arc<Event>> = generated(3_000, 5).concat();
+    let (head, rest) = events.split_at(2_000);
+    let mut whole = SessionFold::new(V3);
+    let mut hashed: Vec<(usize, SessionFold)> = [1, 7, 100]
+        .map(|every| (every, SessionFold::new(V3)))
+        .into();
+    for (i, event) in head.iter().enumerate() {
+        whole.admit(Arc::clone(event)).unwrap();
+        let reference = crate::relations::FactJournal::stored(whole.fact_journal());
+        for (every, fold) in &mut hashed {
+            fold.admit(Arc::clone(event)).unwrap();
+            if i % *every == 0 {
+                fold.hash_fact_journal();
+                assert_eq!(fold.unhashed_fact_journal_len(), 0);
+            }
+            assert_eq!(fold.fact_journal_reference(), reference, "event {i}");
+            if i % 50 == 0 {
+                let facts = fold.fact_journal_reference();
+                assert_eq!(
+                    fold.checkpoint_with(facts),
+                    whole.checkpoint_with(reference.clone())
+                );
+            }
+        }
+    }
+    let len = whole.fact_journal().len();
+    assert!(len > 500, "a journal worth hashing: {len} bytes");
+    let (_, mut fold) = hashed.pop().unwrap();
+    fold.hash_fact_journal();
+    assert!(fold == whole);
+
+    let next_seq = rest[100].seq;
+    let mut batch = rest[..100].to_vec();
+    batch.push(offload(next_seq, &[(u64::MAX >> 12, &[0])]));
+    let before = fold.clone();
+    let (refused_idx, violation) = fold.admit_batch(&batch).unwrap_err();
+    assert_eq!((refused_idx, violation.rule), (100, Rule::Surface));
+    assert!(fold == before, "the fold changed");
+    assert_eq!(
+        fold.fact_journal_reference(),
+        before.fact_journal_reference()
+    );
+    fold.admit_batch(&batch[..100]).unwrap();
+    for event in &rest[..100] {
+        whole.admit(Arc::clone(event)).unwrap();
+    }
+    assert!(fold.unhashed_fact_journal_len() > 0, "facts since the hash");
+    assert!(fold == whole);
+}
+
 // Goal: a deferred resume derives and checkpoints as a full resume does without replaying
 // the fact journal (and so compares equal to it); it refuses to check an event until the
 // journal is replayed; admitting replays it, and it folds on identically; and a journal

@@ -220,13 +220,70 @@ pub struct PtcCheckpoint {
 
 impl Relations {
     /// The fact journal as it stands.
+    ///
+    /// # Panics
+    ///
+    /// After [`Relations::hash_journal`], which dropped the journal's bytes.
     pub fn journal(&self) -> &[u8] {
+        assert!(
+            self.hashed.is_none(),
+            "the fact journal was hashed: only its length and hash are kept"
+        );
         &self.journal
     }
 
+    /// The fact journal's length in bytes, hashed ones included.
+    pub fn journal_len(&self) -> u64 {
+        self.hashed.as_ref().map_or(0, |hashed| hashed.len) + self.journal.len() as u64
+    }
+
+    /// The bytes of the fact journal not hashed yet by [`Relations::hash_journal`].
+    pub fn unhashed_journal_len(&self) -> usize {
+        self.journal.len()
+    }
+
+    /// Folds the fact journal's bytes into their BLAKE3 hash and drops them, for a state that
+    /// is only ever compared by its journal's length and hash ([`Relations::journal_reference`]).
+    /// From then on the state cannot give its journal's bytes ([`Relations::journal`],
+    /// [`Relations::checkpoint`]), and an [`Undo`] committed before the call cannot be reverted.
+    ///
+    /// # Panics
+    ///
+    /// On a deferred resume whose journal is not replayed yet.
+    pub fn hash_journal(&mut self) {
+        assert!(
+            self.unreplayed.is_none(),
+            "a journal is replayed before it is hashed"
+        );
+        let hashed = self.hashed.get_or_insert_with(Box::default);
+        hashed.hasher.update(&self.journal);
+        hashed.len += self.journal.len() as u64;
+        self.journal.clear();
+    }
+
+    /// The fact journal by reference: its length and BLAKE3 hash, as a checkpoint that names
+    /// a stored journal holds it ([`FactJournal::stored`]), whether or not it was hashed.
+    pub fn journal_reference(&self) -> FactJournal {
+        match &self.hashed {
+            None => FactJournal::stored(&self.journal),
+            Some(hashed) => {
+                let mut hasher = hashed.hasher.clone();
+                hasher.update(&self.journal);
+                FactJournal::Stored {
+                    len: self.journal_len(),
+                    blake3: *hasher.finalize().as_bytes(),
+                }
+            }
+        }
+    }
+
     /// The checkpoint of this state; O(state).
+    ///
+    /// # Panics
+    ///
+    /// After [`Relations::hash_journal`].
     pub fn checkpoint(&self) -> RelationsCheckpoint {
-        self.checkpoint_with(FactJournal::Bytes(self.journal.clone()))
+        self.checkpoint_with(FactJournal::Bytes(self.journal().to_vec()))
     }
 
     /// The checkpoint of this state with `facts` for its fact journal (a reference to where

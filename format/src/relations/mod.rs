@@ -107,12 +107,30 @@ pub struct Relations {
     catalog_children: Set<Box<str>>,
     /// The whole-log facts behind `retries`, `commands`, `command_seqs`,
     /// `human_users` and `headers`, journaled in commit order (see [`facts`]): what a
-    /// checkpoint carries of those sets.
+    /// checkpoint carries of those sets. After [`Relations::hash_journal`], only the bytes
+    /// since its last call: the ones before are in `hashed`.
     journal: Vec<u8>,
+    /// The journal's first bytes, folded into their hash and dropped
+    /// ([`Relations::hash_journal`]): a state that is only ever compared by its journal's
+    /// length and hash (`verify`'s fresh fold) holds none of a journal that grows with the log.
+    hashed: Option<Box<HashedJournal>>,
     /// After a deferred resume ([`Relations::from_checkpoint_deferred`]), until
     /// [`Relations::replay_journal`]: the resumed `next_seq`, with the whole-log sets empty and
     /// `journal` not yet replayed into them.
     unreplayed: Option<u64>,
+}
+
+/// The first `len` bytes of a fact journal, as their BLAKE3 hasher.
+#[derive(Debug, Clone, Default)]
+struct HashedJournal {
+    len: u64,
+    hasher: blake3::Hasher,
+}
+
+impl PartialEq for HashedJournal {
+    fn eq(&self, other: &HashedJournal) -> bool {
+        self.len == other.len && self.hasher.finalize() == other.hasher.finalize()
+    }
 }
 
 /// The validator's maps and sets, keyed by the ids, names and keys a log holds. foldhash
@@ -298,7 +316,7 @@ pub struct Undo {
     /// The retry chains the event left behind by moving the current turn or step on.
     pruned: Vec<(ChainKey, Chain)>,
     /// The fact journal's length before the event.
-    journal_len: usize,
+    journal_len: u64,
 }
 
 #[derive(Debug)]
@@ -464,7 +482,13 @@ impl Relations {
             }
         }
         self.chains.extend(undo.pruned);
-        self.journal.truncate(undo.journal_len);
+        let hashed = self.hashed.as_ref().map_or(0, |hashed| hashed.len);
+        let kept = undo
+            .journal_len
+            .checked_sub(hashed)
+            .expect("an undo reverts facts committed since the journal was last hashed");
+        self.journal
+            .truncate(usize::try_from(kept).expect("a journal held in memory"));
     }
 
     /// Drops the retry chains no later `llm/retry` can extend, returning them: a retry names

@@ -207,7 +207,7 @@ impl Relations {
             "commit follows a check, which refuses an unreplayed journal"
         );
         let scalars = self.s;
-        let journal_len = self.journal.len();
+        let journal_len = self.journal_len();
         let change = if self.enabled && !opaque {
             self.apply(event)
         } else {

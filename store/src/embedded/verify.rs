@@ -415,9 +415,6 @@ pub(crate) struct Walk {
     /// compression), which is smaller than the decoded one and compares by bytes: equal states
     /// write equal bytes (docs/format.md, "Checkpoint record").
     kept_due: Vec<(u64, Option<FreshKept>)>,
-    /// The fresh fold's fact journal as a writer stores it, to name it in the fresh kept
-    /// checkpoints by length and hash.
-    facts: crate::facts::FactsWritten,
     /// After a lost block: the next record or block starts the walk again (its seq and chain
     /// are taken as they are), since what was lost is reported already.
     resync: bool,
@@ -447,7 +444,6 @@ impl Walk {
             fresh_checkpoint: None,
             kept,
             kept_due: Vec::new(),
-            facts: crate::facts::FactsWritten::new(),
             resync: false,
         }
     }
@@ -609,7 +605,7 @@ impl Walk {
             return;
         }
         if Some(seq + 1) == self.checkpoint_next_seq {
-            let facts = FactJournal::stored(fold.fact_journal());
+            let facts = fold.fact_journal_reference();
             self.fresh_checkpoint = Some((fold.checkpoint_with(facts), self.chain));
         }
         while self.kept.last().is_some_and(|key| *key <= seq + 1) {
@@ -618,13 +614,19 @@ impl Walk {
             };
             let fresh = (key == seq + 1).then(|| {
                 let mut raw = Vec::new();
-                let (facts, _) = self.facts.advance(fold.fact_journal());
+                let facts = fold.fact_journal_reference();
                 // Encoding a checkpoint fails only on a value binary JSON cannot hold, which a
                 // fold never holds; an empty encoding then compares unequal and is reported.
                 let _ = sessionlog_format::binary::to_vec(&fold.checkpoint_with(facts), &mut raw);
                 (raw, self.chain)
             });
             self.kept_due.push((key, fresh));
+        }
+        // The fresh fold's journal is only compared by length and hash (above): its bytes are
+        // folded into the hash as they come, so that the walk holds none of a journal that
+        // grows with the log.
+        if fold.unhashed_fact_journal_len() >= FACTS_HASHED_AT {
+            fold.hash_fact_journal();
         }
     }
 
@@ -650,6 +652,9 @@ impl Walk {
         Ok(())
     }
 }
+
+/// Bytes of the fresh fold's fact journal held before they are folded into its hash.
+const FACTS_HASHED_AT: usize = 64 * 1024;
 
 /// The fresh fold at a kept checkpoint's seq: its checkpoint's binary JSON and the chain.
 type FreshKept = (Vec<u8>, ChainHash);
