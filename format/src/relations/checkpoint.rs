@@ -535,7 +535,7 @@ impl Relations {
     /// Rebuilds the whole-log sets from a fact journal, checking each fact against the ones
     /// before it and every seq against `next_seq`; the sets must be empty.
     fn replay(&mut self, journal: &[u8], next_seq: u64) -> Result<(), String> {
-        let older = |seq: u64, last: Option<&u64>| last.is_none_or(|l| *l < seq) && seq < next_seq;
+        let older = |seq: u64, last: Option<u64>| last.is_none_or(|l| l < seq) && seq < next_seq;
         // Size the sets once (the journal is read twice, but no set is rehashed as it grows).
         let (mut firsts, mut humans, mut command_seqs) = (0, 0, 0);
         for fact in Facts::new(journal) {
@@ -620,7 +620,7 @@ impl Relations {
                     if !self.v4 {
                         return Err(format!("request header {seq} in a log before V4"));
                     }
-                    if !older(seq, self.headers.last_key_value().map(|(s, _)| s)) {
+                    if !older(seq, self.headers.last_key_value().map(|(s, _)| *s)) {
                         return Err(format!("request header {seq} is out of order"));
                     }
                     let tools = tools.map(|tools| {

@@ -25,6 +25,7 @@
 mod checkpoint;
 mod facts;
 mod rules;
+mod seqs;
 #[cfg(test)]
 mod tests;
 
@@ -33,6 +34,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::Value;
 
 pub use checkpoint::{ChainCheckpoint, FactJournal, RelationsCheckpoint};
+use seqs::SeqList;
 
 /// Later-format roles the released validator is run with (dsh's `ReleasedRelationshipExtensions`).
 /// V2 and V3 restores use `assistant/attempt` as a step event and the preserved title request
@@ -93,12 +95,12 @@ pub struct Relations {
     retries: Map<Box<str>, Attempts>,
     commands: Set<Box<str>>,
     /// Seqs of `command/run` and `command/done` events, ascending.
-    command_seqs: Vec<u64>,
+    command_seqs: SeqList,
     /// `sourceEventSeq`s of `command/done` events that named a later seq, with the command id.
     forward_sources: BTreeMap<u64, Box<str>>,
     ptc: Map<Box<str>, Ptc>,
     /// Seqs of `user/message` events with a `user` source, ascending.
-    human_users: Vec<u64>,
+    human_users: SeqList,
     /// V4: the `request/header` events by seq, with the tools each defines (see
     /// [`crate::v4_rows::header_tools`]); what a developer message's `headerSeq` binds to.
     headers: BTreeMap<u64, HeaderTools>,

@@ -895,7 +895,7 @@ impl Relations {
             let cited = seq
                 .as_u64()
                 .filter(|s| *s < event.seq)
-                .is_some_and(|s| self.human_users.binary_search(&s).is_ok());
+                .is_some_and(|s| self.human_users.contains(s));
             if !cited {
                 let message = format!(
                     "{kind} {} messageSeqs must cite earlier human user/message events",
@@ -924,9 +924,9 @@ impl Relations {
             return Ok(());
         };
         let success = data.get("kind").and_then(Value::as_str) == Some("success");
-        let names_command = source.as_u64().is_some_and(|s| {
-            s == event.seq || (s < event.seq && self.command_seqs.binary_search(&s).is_ok())
-        });
+        let names_command = source
+            .as_u64()
+            .is_some_and(|s| s == event.seq || (s < event.seq && self.command_seqs.contains(s)));
         if !success || names_command {
             let message = format!("command/done {id} has invalid sourceEventSeq");
             return fail(Rule::CommandSourceSeq, message);
