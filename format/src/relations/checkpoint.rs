@@ -567,7 +567,7 @@ impl Relations {
                     // id's last attempt, in the same turn and step.
                     let follows = match (retry, self.retries.get_mut(retry_id)) {
                         (1, None) => {
-                            self.retries.insert(retry_id.into(), Attempts::new(entry));
+                            self.retries.insert_new(retry_id, Attempts::new(entry));
                             true
                         }
                         (_, Some(attempts))

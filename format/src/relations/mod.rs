@@ -24,6 +24,7 @@
 
 mod checkpoint;
 mod facts;
+mod retry_map;
 mod rules;
 mod seqs;
 #[cfg(test)]
@@ -34,6 +35,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::Value;
 
 pub use checkpoint::{ChainCheckpoint, FactJournal, RelationsCheckpoint};
+use retry_map::RetryMap;
 use seqs::SeqList;
 
 /// Later-format roles the released validator is run with (dsh's `ReleasedRelationshipExtensions`).
@@ -92,7 +94,7 @@ pub struct Relations {
     compaction: Option<Box<Compaction>>,
     chains: Map<ChainKey, Chain>,
     /// Every retry id of the log with its scheduled attempts (one chain per id).
-    retries: Map<Box<str>, Attempts>,
+    retries: RetryMap,
     commands: Set<Box<str>>,
     /// Seqs of `command/run` and `command/done` events, ascending.
     command_seqs: SeqList,
@@ -454,7 +456,7 @@ impl Relations {
                     .get_mut(&retry_id)
                     .is_some_and(|attempts| attempts.pop());
                 if !popped {
-                    self.retries.remove(&retry_id);
+                    self.retries.remove_last(&retry_id);
                 }
             }
             Change::RetryStarted((retry_id, retry)) => {

@@ -834,7 +834,7 @@ impl Relations {
             }
             None => {
                 assert_eq!(retry, 1, "a new id starts its chain");
-                self.retries.insert(retry_id.clone(), Attempts::new(entry));
+                self.retries.insert_new(&retry_id, Attempts::new(entry));
             }
         }
         Change::Retry {
