@@ -243,9 +243,10 @@ impl Relations {
     }
 
     /// Folds the fact journal's bytes into their BLAKE3 hash and drops them, for a state that
-    /// is only ever compared by its journal's length and hash ([`Relations::journal_reference`]).
-    /// From then on the state cannot give its journal's bytes ([`Relations::journal`],
-    /// [`Relations::checkpoint`]), and an [`Undo`] committed before the call cannot be reverted.
+    /// is only ever compared by its journal's length and hash
+    /// ([`Relations::journal_reference`]). From then on the state cannot give its journal's
+    /// bytes ([`Relations::journal`], [`Relations::checkpoint`]), and an
+    /// [`Undo`](super::Undo) committed before the call cannot be reverted.
     ///
     /// # Panics
     ///
