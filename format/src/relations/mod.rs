@@ -228,20 +228,20 @@ struct Scheduled {
 
 /// The scheduled attempts of one retry id, `retry` 1, 2, ... in order: a chain's first
 /// attempt takes a new id and each later one follows the one before (the retry number rule),
-/// so one id's attempts are exactly its chain's. The map holds one of these for every retry id
-/// of the whole log, so the usual chain of one attempt costs its first attempt inline and one
-/// pointer: the later ones, when there are any, are boxed (`None` when there are none, so
-/// equal chains compare equal whatever they went through).
+/// so one id's attempts are exactly its chain's. [`RetryMap`] holds one of these for every
+/// retry id of the whole log, so the usual chain of one attempt costs its first attempt inline
+/// and one pointer: the later ones, when there are any, are boxed (`None` when there are none,
+/// so equal chains compare equal whatever they went through).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Attempts {
     first: Scheduled,
-    // A thin pointer on purpose: a `Vec` inline is 24 bytes in every entry of the map, and the
-    // second allocation is paid only by the rare chain of two attempts or more.
+    // A thin pointer on purpose: a `Vec` inline is 24 bytes in every entry of the retry map,
+    // and the second allocation is paid only by the rare chain of two attempts or more.
     #[allow(clippy::box_collection)]
     later: Option<Box<Vec<Scheduled>>>,
 }
 
-// One map entry per retry id of the log: the id's `Box<str>` and this.
+// One `RetryMap` entry per retry id of the log: where its id ends, and this.
 const _: () = assert!(std::mem::size_of::<Attempts>() <= 32);
 
 impl Attempts {
