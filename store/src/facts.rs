@@ -40,36 +40,63 @@ pub(crate) fn decode_segment(value: &[u8]) -> Result<&[u8], String> {
 /// ascending `start` order. Segments may overlap (writers that raced wrote the same bytes from
 /// different offsets; the checkpoint's hash decides), but may not leave a gap. Reads no row
 /// past the one that reaches `len`.
-pub(crate) fn assemble<E: std::fmt::Display>(
+pub(crate) fn assemble<V: AsRef<[u8]>, E: std::fmt::Display>(
     len: u64,
-    rows: impl IntoIterator<Item = Result<(u64, Vec<u8>), E>>,
+    rows: impl IntoIterator<Item = Result<(u64, V), E>>,
 ) -> Result<Vec<u8>, String> {
     let mut journal = Vec::new();
+    each_piece(len, rows, |piece| journal.extend_from_slice(piece))?;
+    Ok(journal)
+}
+
+/// The BLAKE3 hash of the first `len` bytes of a session's journal, from its segment rows as
+/// [`assemble`] reads them and with the same refusals, without holding the journal: a reader
+/// that only checks a checkpoint's reference (`verify`) holds one row at a time.
+pub(crate) fn journal_hash<V: AsRef<[u8]>, E: std::fmt::Display>(
+    len: u64,
+    rows: impl IntoIterator<Item = Result<(u64, V), E>>,
+) -> Result<[u8; 32], String> {
+    let mut hasher = blake3::Hasher::new();
+    each_piece(len, rows, |piece| {
+        hasher.update(piece);
+    })?;
+    Ok(*hasher.finalize().as_bytes())
+}
+
+/// Hands `take` the first `len` bytes of a journal from its segment rows, in order and each
+/// byte once: what [`assemble`] collects and [`journal_hash`] hashes.
+fn each_piece<V: AsRef<[u8]>, E: std::fmt::Display>(
+    len: u64,
+    rows: impl IntoIterator<Item = Result<(u64, V), E>>,
+    mut take: impl FnMut(&[u8]),
+) -> Result<(), String> {
+    let mut at = 0_u64;
     for row in rows {
-        let at = journal.len() as u64;
         if at >= len {
             break;
         }
         let (start, value) = row.map_err(|e| e.to_string())?;
-        let bytes = decode_segment(&value).map_err(|e| format!("{e} (at offset {start})"))?;
+        let bytes =
+            decode_segment(value.as_ref()).map_err(|e| format!("{e} (at offset {start})"))?;
         if start > at {
             return Err(format!(
                 "the fact segments leave a gap at offset {at} (the next starts at {start})"
             ));
         }
         let skip = usize::try_from(at - start).unwrap_or(usize::MAX);
+        let wanted = usize::try_from(len - at).unwrap_or(usize::MAX);
         if let Some(new) = bytes.get(skip..) {
-            journal.extend_from_slice(new);
+            let piece = &new[..new.len().min(wanted)];
+            take(piece);
+            at += piece.len() as u64;
         }
     }
-    if (journal.len() as u64) < len {
+    if at < len {
         return Err(format!(
-            "the fact segments end at offset {} before the checkpoint's {len}",
-            journal.len()
+            "the fact segments end at offset {at} before the checkpoint's {len}"
         ));
     }
-    journal.truncate(len as usize);
-    Ok(journal)
+    Ok(())
 }
 
 /// A session's fact journal as its writer has stored it: the length written, the running
@@ -84,12 +111,27 @@ pub(crate) fn assemble<E: std::fmt::Display>(
 /// its journal's length in segments (not one per checkpoint: a 10M-event session had 9,765,
 /// and opening it read them all), and a byte is rewritten each time the bytes after it grow
 /// to half of its run, about as many times.
+///
+/// **The cap.** Two runs are not merged when together they would pass [`SEGMENT_BYTES_MAX`]:
+/// a row is read and written whole (redb reads a large value into one buffer of its size), so
+/// without the cap the first segment held half the journal or more, and each read of it (a
+/// `verify`, which hashes the journal a row at a time) and each merge into it (one
+/// checkpoint's write) cost memory and time that grew with the log. With it a session keeps
+/// a few segments per `SEGMENT_BYTES_MAX` of journal (test
+/// `the_cap_bounds_every_segment_a_merge_makes`), and a byte is no longer rewritten once its
+/// run has reached the cap.
 #[derive(Debug, Clone)]
 pub(crate) struct FactsWritten {
     len: u64,
     hasher: Option<blake3::Hasher>,
     runs: Vec<(u64, u64)>,
+    /// The longest run a merge may make ([`SEGMENT_BYTES_MAX`]; smaller in tests).
+    cap: u64,
 }
+
+/// The longest segment a writer makes by merging runs (a resumed journal may be stored as one
+/// longer run, which is not merged into).
+pub(crate) const SEGMENT_BYTES_MAX: u64 = 1 << 20;
 
 impl FactsWritten {
     /// Nothing stored yet: the next segment starts the journal at offset 0, and replaces
@@ -99,6 +141,7 @@ impl FactsWritten {
             len: 0,
             hasher: Some(blake3::Hasher::new()),
             runs: Vec::new(),
+            cap: SEGMENT_BYTES_MAX,
         }
     }
 
@@ -109,6 +152,7 @@ impl FactsWritten {
             len,
             hasher: None,
             runs: if len == 0 { Vec::new() } else { vec![(0, len)] },
+            cap: SEGMENT_BYTES_MAX,
         }
     }
 
@@ -137,7 +181,7 @@ impl FactsWritten {
         }
         self.runs.push((start, new.len() as u64));
         while let [.., (_, before), (_, last)] = self.runs[..] {
-            if last.saturating_mul(2) < before {
+            if last.saturating_mul(2) < before || before.saturating_add(last) > self.cap {
                 break;
             }
             self.runs.pop();
@@ -213,47 +257,92 @@ mod tests {
         assert!(decode_segment(b"abc").is_err());
     }
 
-    // Goal: however a journal grows, and wherever the writer resumed, the segments it writes
-    // (each replacing the stored ones from its start on) read back as the journal each
-    // checkpoint names, a session keeps about log2(checkpoints) segments, and each byte is
-    // rewritten about that many times.
-    // Method: 4,000 checkpoints of 0 to 600 new bytes each, a resume every 1,000; the stored
-    // rows kept in a map as the stores keep them.
-    #[test]
-    fn merged_runs_keep_few_segments_that_read_back_as_the_journal() {
+    /// What storing a journal of `checkpoints` random growths (0 to 600 bytes each, a resume
+    /// every 1,000) under a merge cap of `cap` left: the journal's length, the most segment
+    /// rows a session held, the longest segment written, and how many times a byte was
+    /// stored on average. Every checkpoint's reference and read-back are checked on the way.
+    fn store_journal(checkpoints: u32, cap: u64) -> (u64, usize, usize, f64) {
         let mut rows: std::collections::BTreeMap<u64, Vec<u8>> = Default::default();
         let mut journal = Vec::new();
         let mut written = FactsWritten::new();
+        written.cap = cap;
         let mut seed = 7_u64;
-        let (mut stored_bytes, mut most_rows) = (0, 0);
-        for checkpoint in 1..=4_000_u32 {
+        let (mut stored_bytes, mut most_rows, mut longest) = (0, 0, 0);
+        for checkpoint in 1..=checkpoints {
             seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
             let grown = (seed >> 33) % 601;
             journal.extend((0..grown).map(|i| (i as u8) ^ (checkpoint as u8)));
             if checkpoint % 1_000 == 0 {
                 written = FactsWritten::stored(&journal[..journal.len() - grown as usize]);
+                written.cap = cap;
             }
             let (reference, segment) = written.advance(&journal);
             assert_eq!(reference, FactJournal::stored(&journal));
             if let Some((start, bytes)) = segment {
                 assert_eq!(start + bytes.len() as u64, journal.len() as u64);
                 stored_bytes += bytes.len();
+                longest = longest.max(bytes.len());
                 rows.retain(|row_start, _| *row_start < start);
                 rows.insert(start, encode_segment(&bytes));
             }
             most_rows = most_rows.max(rows.len());
-            let read = rows
-                .iter()
-                .map(|(start, value)| Ok::<_, String>((*start, value.clone())));
-            assert_eq!(assemble(journal.len() as u64, read).unwrap(), journal);
+            let len = journal.len() as u64;
+            let read = || {
+                rows.iter()
+                    .map(|(start, value)| Ok::<_, String>((*start, value.as_slice())))
+            };
+            assert_eq!(assemble(len, read()).unwrap(), journal);
+            let hash = journal_hash(len, read()).unwrap();
+            assert_eq!(FactJournal::Stored { len, blake3: hash }, reference);
         }
         let rewrites = stored_bytes as f64 / journal.len() as f64;
+        (journal.len() as u64, most_rows, longest, rewrites)
+    }
+
+    // Goal: however a journal grows, and wherever the writer resumed, the segments it writes
+    // (each replacing the stored ones from its start on) read back as the journal each
+    // checkpoint names, and hash as its reference; below the cap a session keeps about
+    // log2(checkpoints) segments, and each byte is rewritten about that many times.
+    #[test]
+    fn merged_runs_keep_few_segments_that_read_back_as_the_journal() {
+        let (len, most_rows, _, rewrites) = store_journal(4_000, u64::MAX);
         // Each run is over twice the next: at most log2 of the journal's length.
-        let log2 = u64::BITS - (journal.len() as u64).leading_zeros();
+        let log2 = u64::BITS - len.leading_zeros();
         assert!(most_rows as u32 <= log2, "{most_rows} segments");
         assert!(
             rewrites <= f64::from(log2),
             "each byte stored {rewrites:.1} times"
+        );
+    }
+
+    // Goal: no merge makes a segment longer than the cap, so a row read or written is at most
+    // that long whatever the journal's length; the segments stay few per cap of journal and
+    // a byte is stored fewer times than without the cap.
+    #[test]
+    fn the_cap_bounds_every_segment_a_merge_makes() {
+        let cap = 16 << 10;
+        let (len, most_rows, longest, rewrites) = store_journal(4_000, cap);
+        assert!(
+            len > 40 * cap,
+            "the journal is many caps long ({len} bytes)"
+        );
+        assert!(longest as u64 <= cap, "a segment of {longest} bytes");
+        let caps = usize::try_from(len / cap).unwrap();
+        assert!(
+            most_rows <= 3 * caps,
+            "{most_rows} segments for {caps} caps"
+        );
+        let log2 = u64::BITS - cap.leading_zeros();
+        assert!(
+            rewrites <= f64::from(log2),
+            "each byte stored {rewrites:.1} times"
+        );
+        assert_eq!(
+            journal_hash(len + 1, std::iter::empty::<Result<(u64, &[u8]), String>>()).unwrap_err(),
+            format!(
+                "the fact segments end at offset 0 before the checkpoint's {}",
+                len + 1
+            )
         );
     }
 }

@@ -969,7 +969,7 @@ impl LogStore for PgStore {
         };
         let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
         let journal = |len| read_journal(&mut client, session, len);
-        Ok(stored_checkpoint(&bytes, journal))
+        Ok(stored_checkpoint(&bytes, |facts| facts.resolve(journal)))
     }
 
     fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {

@@ -89,13 +89,42 @@ impl FactJournal {
         };
         let journal = read(len)?;
         if journal.len() as u64 != len || *blake3::hash(&journal).as_bytes() != blake3 {
-            return Err(format!(
-                "the fact journal's first {len} bytes are not the ones the checkpoint names"
-            ));
+            return Err(not_named(len));
         }
         *self = FactJournal::Bytes(journal);
         Ok(())
     }
+
+    /// Checks a reference against `hash`, the BLAKE3 hash of the stored journal's first `len`
+    /// bytes, and leaves it a reference: what [`FactJournal::resolve`] checks, for a reader
+    /// that compares journals by reference only and need not hold one. Bytes stay as they
+    /// are.
+    pub fn check_stored(
+        &self,
+        hash: impl FnOnce(u64) -> Result<[u8; 32], String>,
+    ) -> Result<(), String> {
+        let FactJournal::Stored { len, blake3 } = *self else {
+            return Ok(());
+        };
+        if hash(len)? != blake3 {
+            return Err(not_named(len));
+        }
+        Ok(())
+    }
+
+    /// The journal's length in bytes, held or referenced.
+    pub fn byte_len(&self) -> u64 {
+        match self {
+            FactJournal::Bytes(bytes) => bytes.len() as u64,
+            FactJournal::Stored { len, .. } => *len,
+        }
+    }
+}
+
+/// Why a stored journal is refused: its first `len` bytes are not the ones a checkpoint's
+/// reference names.
+fn not_named(len: u64) -> String {
+    format!("the fact journal's first {len} bytes are not the ones the checkpoint names")
 }
 
 #[derive(Serialize, Deserialize)]
@@ -716,5 +745,31 @@ mod tests {
         assert_eq!(other, FactJournal::stored(&journal), "unchanged on failure");
         let mut bytes = FactJournal::Bytes(journal.clone());
         bytes.resolve(|_| panic!("bytes are not read")).unwrap();
+    }
+
+    // Goal: checking a reference by hash accepts exactly what resolving it accepts, with the
+    // same refusal, and leaves it a reference; a read's own error passes through.
+    #[test]
+    fn a_reference_checks_by_hash_as_it_resolves() {
+        let journal = vec![1u8, 2, 3, 4, 5];
+        let reference = FactJournal::stored(&journal);
+        let hash_of = |bytes: &[u8]| *blake3::hash(bytes).as_bytes();
+        reference
+            .check_stored(|len| Ok(hash_of(&journal[..len as usize])))
+            .unwrap();
+        assert_eq!(reference, FactJournal::stored(&journal));
+        assert_eq!(reference.byte_len(), 5);
+        let error = reference
+            .check_stored(|_| Ok(hash_of(&[9; 5])))
+            .unwrap_err();
+        let mut resolved = reference.clone();
+        assert_eq!(Err(error), resolved.resolve(|_| Ok(vec![9; 5])));
+        let error = reference.check_stored(|_| Err("unreadable".to_owned()));
+        assert_eq!(error.unwrap_err(), "unreadable");
+        let bytes = FactJournal::Bytes(journal.clone());
+        bytes
+            .check_stored(|_| panic!("bytes are not read"))
+            .unwrap();
+        assert_eq!(bytes.byte_len(), 5);
     }
 }

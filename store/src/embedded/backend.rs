@@ -2,6 +2,7 @@
 
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::record::ChainHash;
+use sessionlog_format::relations::FactJournal;
 use sessionlog_format::{binary, Event, SessionHeader};
 
 use super::blocks::{Records, BLOCKS};
@@ -209,12 +210,13 @@ pub(crate) fn encode_checkpoint(
 
 /// A session's latest checkpoint record as the readers and `verify` see it: `None` for one of
 /// another checkpoint version (an older build's derived data, passed over), else the record
-/// decoded by [`decode_checkpoint`].
+/// decoded by [`decode_checkpoint_with`], `facts` given its fact journal (a reference, unless
+/// an older build wrote the bytes inline) to resolve or check.
 pub(crate) fn stored_checkpoint(
     bytes: &[u8],
-    journal: impl FnOnce(u64) -> Result<Vec<u8>, String>,
+    facts: impl FnOnce(&mut FactJournal) -> Result<(), String>,
 ) -> Option<StoredCheckpoint> {
-    (!is_stale_checkpoint(bytes)).then(|| decode_checkpoint(bytes, journal))
+    (!is_stale_checkpoint(bytes)).then(|| decode_checkpoint_with(bytes, facts))
 }
 
 /// Decodes a checkpoint record into `(next_seq, chain, checkpoint)`, its fact journal read
@@ -223,7 +225,16 @@ pub(crate) fn decode_checkpoint(
     bytes: &[u8],
     journal: impl FnOnce(u64) -> Result<Vec<u8>, String>,
 ) -> StoredCheckpoint {
-    decode_checkpoint_body(bytes, journal).map(|(record, checkpoint)| {
+    decode_checkpoint_with(bytes, |facts| facts.resolve(journal))
+}
+
+/// [`decode_checkpoint`], `facts` given the decoded fact journal to resolve
+/// ([`FactJournal::resolve`]) or check ([`FactJournal::check_stored`]).
+pub(crate) fn decode_checkpoint_with(
+    bytes: &[u8],
+    facts: impl FnOnce(&mut FactJournal) -> Result<(), String>,
+) -> StoredCheckpoint {
+    decode_checkpoint_body(bytes, facts).map(|(record, checkpoint)| {
         debug_assert_eq!(record.next_seq, checkpoint.next_seq);
         (record.next_seq, record.chain, checkpoint)
     })

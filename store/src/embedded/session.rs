@@ -11,7 +11,7 @@ use redb::{ReadTransaction, ReadableTable};
 use sessionlog_format::binary;
 use sessionlog_format::fold::{FoldCheckpoint, SessionFold, FOLD_CHECKPOINT_VERSION};
 use sessionlog_format::record::{self, ChainHash};
-use sessionlog_format::relations::Identity;
+use sessionlog_format::relations::{FactJournal, Identity};
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{Event, SessionHeader};
 
@@ -223,25 +223,55 @@ impl SessionState {
 /// (the session's first `len` bytes), or says why it cannot be used.
 pub(crate) fn decode_checkpoint_body(
     bytes: &[u8],
-    journal: impl FnOnce(u64) -> Result<Vec<u8>, String>,
+    facts: impl FnOnce(&mut FactJournal) -> Result<(), String>,
 ) -> Result<(CheckpointRecord, FoldCheckpoint), String> {
     let (record, raw) = decode_checkpoint_raw(bytes)?;
     let mut checkpoint: FoldCheckpoint = binary::from_slice(&raw).map_err(|e| e.to_string())?;
-    checkpoint.relations.facts.resolve(journal)?;
+    facts(&mut checkpoint.relations.facts)?;
     Ok((record, checkpoint))
 }
 
 /// The first `len` bytes of session `key`'s fact journal, from its fact segments.
 pub(crate) fn read_journal(txn: &ReadTransaction, key: u64, len: u64) -> Result<Vec<u8>, String> {
+    with_segment_rows(txn, key, len, |rows| crate::facts::assemble(len, rows))
+}
+
+/// The BLAKE3 hash of the first `len` bytes of session `key`'s fact journal, from its fact
+/// segments a row at a time ([`crate::facts::journal_hash`]): what `verify` checks a
+/// checkpoint's reference against without holding the journal.
+pub(crate) fn journal_hash(txn: &ReadTransaction, key: u64, len: u64) -> Result<[u8; 32], String> {
+    with_segment_rows(txn, key, len, |rows| crate::facts::journal_hash(len, rows))
+}
+
+/// `read` of session `key`'s fact segment rows in offset order, their values not copied;
+/// for `len` 0 with no rows, so that a store from before the fact segments (which holds no
+/// checkpoint naming a journal) is not asked for their table.
+fn with_segment_rows<T>(
+    txn: &ReadTransaction,
+    key: u64,
+    len: u64,
+    read: impl FnOnce(&mut dyn Iterator<Item = SegmentRowRead<'_>>) -> Result<T, String>,
+) -> Result<T, String> {
     if len == 0 {
-        return Ok(Vec::new());
+        return read(&mut std::iter::empty());
     }
     let segments = txn.open_table(FACT_SEGMENTS).map_err(|e| e.to_string())?;
     let rows = segments
         .range((key, 0)..=(key, u64::MAX))
         .map_err(|e| e.to_string())?;
-    let rows = rows.map(|row| row.map(|(k, v)| (k.value().1, v.value().to_vec())));
-    crate::facts::assemble(len, rows)
+    read(&mut rows.map(|row| row.map(|(k, v)| (k.value().1, SegmentRow(v)))))
+}
+
+/// One fact segment row as [`with_segment_rows`] reads it: its start offset and value.
+type SegmentRowRead<'a> = Result<(u64, SegmentRow<'a>), redb::StorageError>;
+
+/// A fact segment row's value as redb reads it, not copied.
+struct SegmentRow<'a>(redb::AccessGuard<'a, &'static [u8]>);
+
+impl AsRef<[u8]> for SegmentRow<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.0.value()
+    }
 }
 
 /// Whether `bytes` is a whole checkpoint record (its crc holds) of another build's checkpoint
@@ -302,8 +332,8 @@ fn resume_checkpoint(
     bytes: &[u8],
     resume: Resume,
 ) -> Result<Option<(SessionFold, ChainHash)>, StoreError> {
-    let Ok((record, checkpoint)) = decode_checkpoint_body(bytes, |len| read_journal(txn, key, len))
-    else {
+    let resolve = |facts: &mut FactJournal| facts.resolve(|len| read_journal(txn, key, len));
+    let Ok((record, checkpoint)) = decode_checkpoint_body(bytes, resolve) else {
         return Ok(None);
     };
     let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;

@@ -19,7 +19,8 @@ use sessionlog_format::skim;
 use super::blocks::{self, BLOCKS};
 use super::decode_ahead::{BlocksAhead, Decoded};
 use super::session::{
-    context_of, decode_checkpoint_raw, is_stale_checkpoint, read_journal, stored_session_record,
+    context_of, decode_checkpoint_raw, is_stale_checkpoint, journal_hash, read_journal,
+    stored_session_record,
 };
 use super::tables::{self, CHECKPOINTS, EVENTS, FACT_SEGMENTS, KEPT_CHECKPOINTS, SESSIONS};
 use super::{DamagedFrame, Store, StoreError};
@@ -130,13 +131,10 @@ fn verify_session(
     // The journal the latest checkpoint names ends where the session's fact segments end.
     let mut journal_len = None;
     let mut report = walk.finish(|| {
-        let checkpoint = read_checkpoint(txn, key)?;
+        let checkpoint = read_checkpoint_by_reference(txn, key)?;
         journal_len = checkpoint.as_ref().and_then(|stored| {
             let (_, _, fold) = stored.as_ref().ok()?;
-            fold.relations
-                .facts
-                .bytes()
-                .map(|journal| journal.len() as u64)
+            Some(fold.relations.facts.byte_len())
         });
         Ok(checkpoint)
     })?;
@@ -366,7 +364,20 @@ pub(crate) fn read_checkpoint(
 ) -> Result<Option<StoredCheckpoint>, StoreError> {
     with_checkpoint_record(txn, key, |bytes| {
         let journal = |len| read_journal(txn, key, len);
-        super::backend::stored_checkpoint(bytes, journal)
+        super::backend::stored_checkpoint(bytes, |facts| facts.resolve(journal))
+    })
+}
+
+/// [`read_checkpoint`] with the fact journal left a reference, checked against the hash of
+/// the fact segments' bytes read a row at a time: the walk compares journals by reference,
+/// and the journal grows with the log.
+fn read_checkpoint_by_reference(
+    txn: &ReadTransaction,
+    key: u64,
+) -> Result<Option<StoredCheckpoint>, StoreError> {
+    with_checkpoint_record(txn, key, |bytes| {
+        let hash = |len| journal_hash(txn, key, len);
+        super::backend::stored_checkpoint(bytes, |facts| facts.check_stored(hash))
     })
 }
 

@@ -445,6 +445,51 @@ fn a_damaged_fact_segment_is_reported_and_the_journal_rewritten() {
     assert_eq!(checkpoint_faults(&store), Vec::<String>::new());
 }
 
+// Goal: verify checks the latest checkpoint's fact journal by its hash, read a segment at a
+// time: a segment whose bytes were changed and its checksum made to match is reported as the
+// journal the checkpoint does not name, and reads still equal a fold from seq 0.
+// Method: flip a byte of the second segment and write its CRC-32 anew; verify read-only.
+#[test]
+fn a_fact_segment_changed_under_a_good_checksum_fails_the_journals_hash() {
+    let (dir, header, events, _) = redb_session(8);
+    let segments = raw_segments(&dir);
+    assert!(segments.len() >= 2, "{} segments", segments.len());
+    let (key, mut value) = segments[1].clone();
+    let middle = 4 + (value.len() - 4) / 2;
+    value[middle] ^= 1;
+    let crc = crc32fast::hash(&value[4..]).to_le_bytes();
+    value[..4].copy_from_slice(&crc);
+    {
+        let db = Database::create(store_path(&dir)).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(SEGMENTS)
+            .unwrap()
+            .insert(key, value.as_slice())
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let store = Store::open_read_only(&store_path(&dir)).unwrap();
+    let len = match LogStore::checkpoint(&store, &header.id).unwrap() {
+        Some(Err(reason)) => {
+            let len = reason
+                .strip_prefix("the fact journal's first ")
+                .and_then(|rest| rest.strip_suffix(" bytes are not the ones the checkpoint names"))
+                .unwrap_or_else(|| panic!("a resolving read refuses it: {reason}"));
+            len.parse::<u64>().unwrap()
+        }
+        other => panic!("a resolving read refuses the checkpoint: {other:?}"),
+    };
+    assert!(len > key.1, "the journal named reaches the changed segment");
+    assert_eq!(
+        checkpoint_faults(&store),
+        vec![format!(
+            "the checkpoint cannot be read: the fact journal's first {len} bytes are not the ones \
+             the checkpoint names"
+        )]
+    );
+    assert_reads(&store, &header, &events, "changed segment");
+}
+
 /// The `next_seq` of the session's latest checkpoint in `store`.
 fn latest_checkpoint_seq(store: &Store, id: &str) -> u64 {
     match LogStore::checkpoint(store, id).unwrap() {
