@@ -734,12 +734,9 @@ fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
     // An older build kept every retry chain; compared without the dead ones, as this build
     // writes it (`RelationsCheckpoint::prune_chains`). Its fact journal, checked against the
     // reference the record holds when it was read, compares by reference as the fresh one's.
-    let checkpoint = checkpoint.map(|stored| {
+    let checkpoint = journal_by_reference(checkpoint).map(|stored| {
         stored.map(|(next_seq, chain, mut fold)| {
             fold.relations.prune_chains();
-            if let Some(journal) = fold.relations.facts.bytes() {
-                fold.relations.facts = FactJournal::stored(journal);
-            }
             (next_seq, chain, fold)
         })
     });
@@ -764,4 +761,20 @@ fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
             message,
         });
     }
+}
+
+/// `checkpoint` with its fact journal as a reference (length and BLAKE3 hash), which is all
+/// the walk compares: a journal read whole (an older build's inline bytes, or a backend that
+/// resolves it on reading) is not held beside the walk.
+pub(crate) fn journal_by_reference(
+    checkpoint: Option<StoredCheckpoint>,
+) -> Option<StoredCheckpoint> {
+    checkpoint.map(|stored| {
+        stored.map(|(next_seq, chain, mut fold)| {
+            if let Some(journal) = fold.relations.facts.bytes() {
+                fold.relations.facts = FactJournal::stored(journal);
+            }
+            (next_seq, chain, fold)
+        })
+    })
 }

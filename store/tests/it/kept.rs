@@ -395,6 +395,17 @@ fn raw_segments(dir: &tempfile::TempDir) -> Vec<((u64, u64), Vec<u8>)> {
         .collect()
 }
 
+/// Writes a fact segment row as it stands, over whatever the store holds at `key`.
+fn write_segment(dir: &tempfile::TempDir, key: (u64, u64), value: &[u8]) {
+    let db = Database::create(store_path(dir)).unwrap();
+    let txn = db.begin_write().unwrap();
+    txn.open_table(SEGMENTS)
+        .unwrap()
+        .insert(key, value)
+        .unwrap();
+    txn.commit().unwrap();
+}
+
 // Goal: the validator's fact journal lives in its own segments, checked on every read: a
 // damaged segment makes the checkpoint that names it unusable (verify reports it, reads pass
 // over it and still equal a fold from seq 0), and a writer that then folds from scratch
@@ -410,15 +421,7 @@ fn a_damaged_fact_segment_is_reported_and_the_journal_rewritten() {
     let (key, mut value) = segments[1].clone();
     let last = value.len() - 1;
     value[last] ^= 1;
-    {
-        let db = Database::create(store_path(&dir)).unwrap();
-        let txn = db.begin_write().unwrap();
-        txn.open_table(SEGMENTS)
-            .unwrap()
-            .insert(key, value.as_slice())
-            .unwrap();
-        txn.commit().unwrap();
-    }
+    write_segment(&dir, key, &value);
     let store = Store::open_read_only(&store_path(&dir)).unwrap();
     assert_eq!(
         checkpoint_faults(&store),
@@ -459,15 +462,7 @@ fn a_fact_segment_changed_under_a_good_checksum_fails_the_journals_hash() {
     value[middle] ^= 1;
     let crc = crc32fast::hash(&value[4..]).to_le_bytes();
     value[..4].copy_from_slice(&crc);
-    {
-        let db = Database::create(store_path(&dir)).unwrap();
-        let txn = db.begin_write().unwrap();
-        txn.open_table(SEGMENTS)
-            .unwrap()
-            .insert(key, value.as_slice())
-            .unwrap();
-        txn.commit().unwrap();
-    }
+    write_segment(&dir, key, &value);
     let store = Store::open_read_only(&store_path(&dir)).unwrap();
     let len = match LogStore::checkpoint(&store, &header.id).unwrap() {
         Some(Err(reason)) => {
