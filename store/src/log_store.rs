@@ -112,6 +112,20 @@ pub trait LogStore: Send + Sync {
     /// without one, `Some(Err(reason))` when it cannot be decoded.
     fn checkpoint(&self, session: &str) -> Result<Option<StoredCheckpoint>, StoreError>;
 
+    /// [`LogStore::checkpoint`] with its fact journal left a reference (length and BLAKE3
+    /// hash), checked against the stored journal as `checkpoint` checks it: what `verify`
+    /// compares, for a journal that grows with the log. The default resolves the journal and
+    /// then reduces it; a backend that can hash its segments as it reads them does that
+    /// instead, and holds none of it.
+    fn checkpoint_by_reference(
+        &self,
+        session: &str,
+    ) -> Result<Option<StoredCheckpoint>, StoreError> {
+        Ok(crate::embedded::verify::journal_by_reference(
+            self.checkpoint(session)?,
+        ))
+    }
+
     /// The `next_seq`s the session's kept checkpoints are keyed at (docs/format.md,
     /// "Checkpoint record"), ascending; none for a backend that keeps only the latest one.
     fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {

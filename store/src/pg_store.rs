@@ -22,11 +22,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use postgres::error::SqlState;
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 use postgres::{Client, NoTls};
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::record::{self, ChainHash};
-use sessionlog_format::relations::Identity;
+use sessionlog_format::relations::{FactJournal, Identity};
 use sessionlog_format::{Event, SessionHeader};
 
 use crate::embedded::backend::{decode_checkpoint, encode_checkpoint, stored_checkpoint};
@@ -311,6 +312,30 @@ impl PgStore {
     /// A pooled connection: the first free one, else the next in turn. A connection the
     /// server closed (a restart, a failover) is replaced by a new one; when that fails too the
     /// closed one is returned and the caller's query reports the error.
+    /// The session's latest checkpoint record as [`stored_checkpoint`] decodes it, `facts`
+    /// given its fact journal and the connection, to resolve or check it.
+    fn stored_checkpoint(
+        &self,
+        session: &str,
+        facts: impl FnOnce(&mut FactJournal, &mut Client) -> Result<(), String>,
+    ) -> Result<Option<StoredCheckpoint>, StoreError> {
+        let mut client = self.client();
+        self.read_info(&mut client, session)?;
+        let row = client
+            .query_opt(
+                "SELECT record FROM sessionlog_checkpoints WHERE session_id = $1",
+                &[&session],
+            )
+            .map_err(pg_error)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
+        Ok(stored_checkpoint(&bytes, |journal| {
+            facts(journal, &mut client)
+        }))
+    }
+
     fn client(&self) -> MutexGuard<'_, Client> {
         let mut client = self.pool.iter().find_map(|slot| slot.try_lock().ok());
         if client.is_none() {
@@ -697,23 +722,46 @@ fn load_session(
 /// The first `len` bytes of the session's fact journal, from its fact segments (an error on a
 /// schema before them, which holds no checkpoint that names a journal).
 fn read_journal(client: &mut Client, session: &str, len: u64) -> Result<Vec<u8>, String> {
+    with_segment_rows(client, session, len, |rows| assemble(len, rows))
+}
+
+/// The BLAKE3 hash of the first `len` bytes of the session's fact journal, its segments
+/// streamed a row at a time ([`crate::facts::journal_hash`]): what `verify` checks a
+/// checkpoint's reference against without holding the journal.
+fn journal_hash(client: &mut Client, session: &str, len: u64) -> Result<[u8; 32], String> {
+    with_segment_rows(client, session, len, |rows| {
+        crate::facts::journal_hash(len, rows)
+    })
+}
+
+/// `read` of the session's fact segment rows that start below `len`, in offset order, as the
+/// server streams them; for `len` 0 with no rows and no query.
+fn with_segment_rows<T>(
+    client: &mut Client,
+    session: &str,
+    len: u64,
+    read: impl FnOnce(&mut dyn Iterator<Item = Result<(u64, Vec<u8>), String>>) -> Result<T, String>,
+) -> Result<T, String> {
     if len == 0 {
-        return Ok(Vec::new());
+        return read(&mut std::iter::empty());
     }
+    let len_sql = to_sql_seq(len);
+    let params: [&(dyn ToSql + Sync); 2] = [&session, &len_sql];
     let rows = client
-        .query(
+        .query_raw(
             "SELECT start_offset, segment FROM sessionlog_fact_segments \
              WHERE session_id = $1 AND start_offset < $2 ORDER BY start_offset",
-            &[&session, &to_sql_seq(len)],
+            params,
         )
         .map_err(|e| e.to_string())?;
-    let rows = rows.into_iter().map(|row| {
+    let mut rows = rows.iterator().map(|row| {
+        let row = row.map_err(|e| e.to_string())?;
         let start: i64 = row.try_get(0).map_err(|e| e.to_string())?;
         let value: Vec<u8> = row.try_get(1).map_err(|e| e.to_string())?;
         let start = u64::try_from(start).map_err(|_| format!("fact segment offset {start}"))?;
-        Ok::<_, String>((start, value))
+        Ok((start, value))
     });
-    assemble(len, rows)
+    read(&mut rows)
 }
 
 /// The fold and chain from the session's checkpoint; a damaged or stale one is ignored.
@@ -956,20 +1004,18 @@ impl LogStore for PgStore {
     }
 
     fn checkpoint(&self, session: &str) -> Result<Option<StoredCheckpoint>, StoreError> {
-        let mut client = self.client();
-        self.read_info(&mut client, session)?;
-        let row = client
-            .query_opt(
-                "SELECT record FROM sessionlog_checkpoints WHERE session_id = $1",
-                &[&session],
-            )
-            .map_err(pg_error)?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
-        let journal = |len| read_journal(&mut client, session, len);
-        Ok(stored_checkpoint(&bytes, |facts| facts.resolve(journal)))
+        self.stored_checkpoint(session, |facts, client| {
+            facts.resolve(|len| read_journal(client, session, len))
+        })
+    }
+
+    fn checkpoint_by_reference(
+        &self,
+        session: &str,
+    ) -> Result<Option<StoredCheckpoint>, StoreError> {
+        self.stored_checkpoint(session, |facts, client| {
+            facts.check_stored(|len| journal_hash(client, session, len))
+        })
     }
 
     fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {

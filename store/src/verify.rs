@@ -4,7 +4,7 @@
 
 use sessionlog_format::record;
 
-use crate::embedded::verify::{journal_by_reference, Walk};
+use crate::embedded::verify::Walk;
 use crate::log_store::{LogStore, READ_EVENTS_MAX};
 use crate::types::{SessionReport, StoreError};
 
@@ -34,7 +34,7 @@ fn verify_session<S: LogStore + ?Sized>(
         Err(other) => return Err(other),
     };
     // Compared by its journal's reference only, so the journal is not held through the walk.
-    let checkpoint = journal_by_reference(store.checkpoint(session)?);
+    let checkpoint = store.checkpoint_by_reference(session)?;
     let mut walk = Walk::new(
         session,
         record::genesis_chain(&info.header),

@@ -111,6 +111,17 @@ impl LogStore for Store {
         })
     }
 
+    fn checkpoint_by_reference(
+        &self,
+        session: &str,
+    ) -> Result<Option<StoredCheckpoint>, StoreError> {
+        guard("reading a checkpoint", || {
+            let txn = self.read_txn()?;
+            let record = session_record(&txn, session)?;
+            super::verify::read_checkpoint_by_reference(&txn, record.key)
+        })
+    }
+
     fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {
         guard("reading the kept checkpoints", || {
             let txn = self.read_txn()?;

@@ -371,7 +371,7 @@ pub(crate) fn read_checkpoint(
 /// [`read_checkpoint`] with the fact journal left a reference, checked against the hash of
 /// the fact segments' bytes read a row at a time: the walk compares journals by reference,
 /// and the journal grows with the log.
-fn read_checkpoint_by_reference(
+pub(crate) fn read_checkpoint_by_reference(
     txn: &ReadTransaction,
     key: u64,
 ) -> Result<Option<StoredCheckpoint>, StoreError> {

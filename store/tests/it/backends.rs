@@ -5,6 +5,7 @@
 //! missing database fails the test.
 
 use pretty_assertions::assert_eq;
+use sessionlog_format::relations::FactJournal;
 use sessionlog_format::{Event, SurfaceOp};
 use sessionlog_store::embedded::{AppendRequest, Store, StoreError, CHECKPOINT_INTERVAL_EVENTS};
 use sessionlog_store::log_store::{copy_sessions, LogStore};
@@ -126,6 +127,24 @@ fn checkpoints_are_kept_and_resumed() {
             "{}",
             backend.name
         );
+        // What verify reads: the same checkpoint, its journal as the reference of the bytes.
+        let mut expected = checkpoint.clone();
+        if let Some(Ok((_, _, fold))) = &mut expected {
+            let journal = fold
+                .relations
+                .facts
+                .bytes()
+                .expect("a resolved journal")
+                .to_vec();
+            assert!(
+                !journal.is_empty(),
+                "{}: facts were journaled",
+                backend.name
+            );
+            fold.relations.facts = FactJournal::stored(&journal);
+        }
+        let by_reference = store.checkpoint_by_reference(&header.id).unwrap();
+        assert_eq!(by_reference, expected, "{}", backend.name);
         let report = store
             .verify(std::slice::from_ref(&header.id))
             .unwrap()
