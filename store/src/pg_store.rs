@@ -309,9 +309,6 @@ impl PgStore {
         Ok(())
     }
 
-    /// A pooled connection: the first free one, else the next in turn. A connection the
-    /// server closed (a restart, a failover) is replaced by a new one; when that fails too the
-    /// closed one is returned and the caller's query reports the error.
     /// The session's latest checkpoint record as [`stored_checkpoint`] decodes it, `facts`
     /// given its fact journal and the connection, to resolve or check it.
     fn stored_checkpoint(
@@ -336,6 +333,9 @@ impl PgStore {
         }))
     }
 
+    /// A pooled connection: the first free one, else the next in turn. A connection the
+    /// server closed (a restart, a failover) is replaced by a new one; when that fails too the
+    /// closed one is returned and the caller's query reports the error.
     fn client(&self) -> MutexGuard<'_, Client> {
         let mut client = self.pool.iter().find_map(|slot| slot.try_lock().ok());
         if client.is_none() {
@@ -735,7 +735,9 @@ fn journal_hash(client: &mut Client, session: &str, len: u64) -> Result<[u8; 32]
 }
 
 /// `read` of the session's fact segment rows that start below `len`, in offset order, as the
-/// server streams them; for `len` 0 with no rows and no query.
+/// server streams them; for `len` 0 with no rows and no query. A `read` that stops early
+/// (the journal reached `len`) drops the stream, whose rest the connection reads and discards
+/// before its next query.
 fn with_segment_rows<T>(
     client: &mut Client,
     session: &str,
