@@ -121,9 +121,13 @@ pub trait LogStore: Send + Sync {
         &self,
         session: &str,
     ) -> Result<Option<StoredCheckpoint>, StoreError> {
-        Ok(crate::embedded::verify::journal_by_reference(
-            self.checkpoint(session)?,
-        ))
+        let checkpoint = self.checkpoint(session)?;
+        Ok(checkpoint.map(|stored| {
+            stored.map(|(next_seq, chain, mut fold)| {
+                fold.relations.facts.to_reference();
+                (next_seq, chain, fold)
+            })
+        }))
     }
 
     /// The `next_seq`s the session's kept checkpoints are keyed at (docs/format.md,
@@ -249,6 +253,16 @@ pub fn with_fold<T>(
 
 /// A decoded checkpoint, or why it could not be decoded.
 pub type StoredCheckpoint = Result<(u64, ChainHash, FoldCheckpoint), String>;
+
+/// How a backend's checkpoint read gives the fact journal a checkpoint names:
+/// [`LogStore::checkpoint`] resolves it, [`LogStore::checkpoint_by_reference`] checks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JournalRead {
+    /// Read whole and checked against the reference ([`FactJournal::resolve`](sessionlog_format::relations::FactJournal::resolve)).
+    Resolved,
+    /// Hashed a segment at a time and checked, left a reference ([`FactJournal::check_stored`](sessionlog_format::relations::FactJournal::check_stored)).
+    ByReference,
+}
 
 /// Folds `session` through `at_seq` (the head when `None`) over range reads: from the nearest
 /// usable checkpoint at or below it (the latest one or a kept one), else from seq 0.

@@ -27,7 +27,7 @@ use postgres::types::ToSql;
 use postgres::{Client, NoTls};
 use sessionlog_format::fold::SessionFold;
 use sessionlog_format::record::{self, ChainHash};
-use sessionlog_format::relations::{FactJournal, Identity};
+use sessionlog_format::relations::Identity;
 use sessionlog_format::{Event, SessionHeader};
 
 use crate::embedded::backend::{decode_checkpoint, encode_checkpoint, stored_checkpoint};
@@ -37,7 +37,9 @@ use crate::embedded::{
 };
 use crate::facts::{assemble, encode_segment, FactsWritten};
 use crate::location::redact_url;
-use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
+use crate::log_store::{
+    JournalRead, LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX,
+};
 use crate::types::{check_import_resume, keeps_checkpoint, FoundImport};
 
 /// The schema migrations, in order: `(version, name, SQL)`.
@@ -309,12 +311,13 @@ impl PgStore {
         Ok(())
     }
 
-    /// The session's latest checkpoint record as [`stored_checkpoint`] decodes it, `facts`
-    /// given its fact journal and the connection, to resolve or check it.
-    fn stored_checkpoint(
+    /// The session's latest checkpoint record as [`stored_checkpoint`] decodes it, its fact
+    /// journal read as `journal` says: resolved, or by reference with its segments streamed
+    /// into their hash.
+    fn read_checkpoint(
         &self,
         session: &str,
-        facts: impl FnOnce(&mut FactJournal, &mut Client) -> Result<(), String>,
+        journal: JournalRead,
     ) -> Result<Option<StoredCheckpoint>, StoreError> {
         let mut client = self.client();
         self.read_info(&mut client, session)?;
@@ -328,8 +331,12 @@ impl PgStore {
             return Ok(None);
         };
         let bytes: Vec<u8> = row.try_get(0).map_err(pg_error)?;
-        Ok(stored_checkpoint(&bytes, |journal| {
-            facts(journal, &mut client)
+        let client = &mut *client;
+        Ok(stored_checkpoint(&bytes, |facts| match journal {
+            JournalRead::Resolved => facts.resolve(|len| read_journal(client, session, len)),
+            JournalRead::ByReference => {
+                facts.check_stored(|len| journal_hash(client, session, len))
+            }
         }))
     }
 
@@ -1006,18 +1013,14 @@ impl LogStore for PgStore {
     }
 
     fn checkpoint(&self, session: &str) -> Result<Option<StoredCheckpoint>, StoreError> {
-        self.stored_checkpoint(session, |facts, client| {
-            facts.resolve(|len| read_journal(client, session, len))
-        })
+        self.read_checkpoint(session, JournalRead::Resolved)
     }
 
     fn checkpoint_by_reference(
         &self,
         session: &str,
     ) -> Result<Option<StoredCheckpoint>, StoreError> {
-        self.stored_checkpoint(session, |facts, client| {
-            facts.check_stored(|len| journal_hash(client, session, len))
-        })
+        self.read_checkpoint(session, JournalRead::ByReference)
     }
 
     fn kept_checkpoint_seqs(&self, session: &str) -> Result<Vec<u64>, StoreError> {

@@ -387,8 +387,8 @@ impl PartialEq for SessionFold {
 }
 
 /// The relationship states agree; the identity is configuration (the header), not state.
-/// Equal validator states; their fact journals compare by length and hash, since a hashed
-/// journal ([`SessionFold::hash_fact_journal`]) has no bytes left to compare.
+/// Their fact journals compare by length and hash, since a hashed journal
+/// ([`SessionFold::hash_fact_journal`]) has no bytes left to compare.
 fn relations_equal(a: &crate::relations::Relations, b: &crate::relations::Relations) -> bool {
     a.checkpoint_with(a.journal_reference()) == b.checkpoint_with(b.journal_reference())
 }

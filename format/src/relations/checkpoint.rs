@@ -97,19 +97,29 @@ impl FactJournal {
 
     /// Checks a reference against `hash`, the BLAKE3 hash of the stored journal's first `len`
     /// bytes, and leaves it a reference: what [`FactJournal::resolve`] checks, for a reader
-    /// that compares journals by reference only and need not hold one. Bytes stay as they
-    /// are.
+    /// that compares journals by reference only and need not hold one. Bytes (an older
+    /// build's inline journal) become their reference ([`FactJournal::to_reference`]), so the
+    /// journal is a reference whenever this succeeds.
     pub fn check_stored(
-        &self,
+        &mut self,
         hash: impl FnOnce(u64) -> Result<[u8; 32], String>,
     ) -> Result<(), String> {
         let FactJournal::Stored { len, blake3 } = *self else {
+            self.to_reference();
             return Ok(());
         };
         if hash(len)? != blake3 {
             return Err(not_named(len));
         }
         Ok(())
+    }
+
+    /// Makes the journal a reference: bytes become their length and BLAKE3 hash
+    /// ([`FactJournal::stored`]); a reference stays as it is.
+    pub fn to_reference(&mut self) {
+        if let FactJournal::Bytes(bytes) = self {
+            *self = FactJournal::stored(bytes);
+        }
     }
 
     /// The journal's length in bytes, held or referenced.
@@ -754,22 +764,23 @@ mod tests {
         let journal = vec![1u8, 2, 3, 4, 5];
         let reference = FactJournal::stored(&journal);
         let hash_of = |bytes: &[u8]| *blake3::hash(bytes).as_bytes();
-        reference
+        let mut checked = reference.clone();
+        checked
             .check_stored(|len| Ok(hash_of(&journal[..len as usize])))
             .unwrap();
-        assert_eq!(reference, FactJournal::stored(&journal));
-        assert_eq!(reference.byte_len(), 5);
-        let error = reference
-            .check_stored(|_| Ok(hash_of(&[9; 5])))
-            .unwrap_err();
+        assert_eq!(checked, reference);
+        assert_eq!(checked.byte_len(), 5);
+        let error = checked.check_stored(|_| Ok(hash_of(&[9; 5]))).unwrap_err();
+        assert_eq!(checked, reference, "unchanged on failure");
         let mut resolved = reference.clone();
         assert_eq!(Err(error), resolved.resolve(|_| Ok(vec![9; 5])));
-        let error = reference.check_stored(|_| Err("unreadable".to_owned()));
+        let error = checked.check_stored(|_| Err("unreadable".to_owned()));
         assert_eq!(error.unwrap_err(), "unreadable");
-        let bytes = FactJournal::Bytes(journal.clone());
-        bytes
-            .check_stored(|_| panic!("bytes are not read"))
-            .unwrap();
+        let mut bytes = FactJournal::Bytes(journal.clone());
         assert_eq!(bytes.byte_len(), 5);
+        bytes
+            .check_stored(|_| panic!("inline bytes are not read"))
+            .unwrap();
+        assert_eq!(bytes, reference, "inline bytes become their reference");
     }
 }

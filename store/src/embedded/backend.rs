@@ -12,7 +12,9 @@ use super::tables::{self, CheckpointRecord, EVENTS};
 use super::verify::SessionReport;
 use super::{guard, AppendAck, AppendRequest, DamagedFrame, Head, Store, StoreError};
 use crate::facts::FactsWritten;
-use crate::log_store::{LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX};
+use crate::log_store::{
+    JournalRead, LogStore, SessionInfo, StoredCheckpoint, StoredRecord, READ_EVENTS_MAX,
+};
 
 /// zstd level of checkpoint bodies (as the redb store writes them).
 const CHECKPOINT_ZSTD_LEVEL: i32 = 3;
@@ -107,7 +109,7 @@ impl LogStore for Store {
         guard("reading a checkpoint", || {
             let txn = self.read_txn()?;
             let record = session_record(&txn, session)?;
-            super::verify::read_checkpoint(&txn, record.key)
+            super::verify::read_checkpoint(&txn, record.key, JournalRead::Resolved)
         })
     }
 
@@ -118,7 +120,7 @@ impl LogStore for Store {
         guard("reading a checkpoint", || {
             let txn = self.read_txn()?;
             let record = session_record(&txn, session)?;
-            super::verify::read_checkpoint_by_reference(&txn, record.key)
+            super::verify::read_checkpoint(&txn, record.key, JournalRead::ByReference)
         })
     }
 

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use redb::{ReadTransaction, ReadableTable};
 use sessionlog_format::fold::{FoldCheckpoint, SessionFold, FOLD_CHECKPOINT_VERSION};
 use sessionlog_format::record::{self, ChainHash, RecordError};
-use sessionlog_format::relations::FactJournal;
 use sessionlog_format::skim;
 
 use super::blocks::{self, BLOCKS};
@@ -24,7 +23,7 @@ use super::session::{
 };
 use super::tables::{self, CHECKPOINTS, EVENTS, FACT_SEGMENTS, KEPT_CHECKPOINTS, SESSIONS};
 use super::{DamagedFrame, Store, StoreError};
-use crate::log_store::StoredCheckpoint;
+use crate::log_store::{JournalRead, StoredCheckpoint};
 use sessionlog_format::binary;
 
 impl Store {
@@ -131,7 +130,7 @@ fn verify_session(
     // The journal the latest checkpoint names ends where the session's fact segments end.
     let mut journal_len = None;
     let mut report = walk.finish(|| {
-        let checkpoint = read_checkpoint_by_reference(txn, key)?;
+        let checkpoint = read_checkpoint(txn, key, JournalRead::ByReference)?;
         journal_len = checkpoint.as_ref().and_then(|stored| {
             let (_, _, fold) = stored.as_ref().ok()?;
             Some(fold.relations.facts.byte_len())
@@ -356,28 +355,20 @@ pub(crate) fn read_kept_checkpoint_seqs(
     Ok(out)
 }
 
-/// The session's latest checkpoint, its journal read from its fact segments (see
-/// [`super::backend::stored_checkpoint`]).
+/// The session's latest checkpoint, its fact journal read from its fact segments as `journal`
+/// says: resolved (an open's read) or by reference, each segment hashed as it is read
+/// (`verify`'s, which compares journals by reference and need not hold one that grows with
+/// the log). See [`super::backend::stored_checkpoint`].
 pub(crate) fn read_checkpoint(
     txn: &ReadTransaction,
     key: u64,
+    journal: JournalRead,
 ) -> Result<Option<StoredCheckpoint>, StoreError> {
     with_checkpoint_record(txn, key, |bytes| {
-        let journal = |len| read_journal(txn, key, len);
-        super::backend::stored_checkpoint(bytes, |facts| facts.resolve(journal))
-    })
-}
-
-/// [`read_checkpoint`] with the fact journal left a reference, checked against the hash of
-/// the fact segments' bytes read a row at a time: the walk compares journals by reference,
-/// and the journal grows with the log.
-pub(crate) fn read_checkpoint_by_reference(
-    txn: &ReadTransaction,
-    key: u64,
-) -> Result<Option<StoredCheckpoint>, StoreError> {
-    with_checkpoint_record(txn, key, |bytes| {
-        let hash = |len| journal_hash(txn, key, len);
-        super::backend::stored_checkpoint(bytes, |facts| facts.check_stored(hash))
+        super::backend::stored_checkpoint(bytes, |facts| match journal {
+            JournalRead::Resolved => facts.resolve(|len| read_journal(txn, key, len)),
+            JournalRead::ByReference => facts.check_stored(|len| journal_hash(txn, key, len)),
+        })
     })
 }
 
@@ -732,9 +723,9 @@ fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
         }
     }
     // An older build kept every retry chain; compared without the dead ones, as this build
-    // writes it (`RelationsCheckpoint::prune_chains`). Its fact journal, checked against the
-    // reference the record holds when it was read, compares by reference as the fresh one's.
-    let checkpoint = journal_by_reference(checkpoint).map(|stored| {
+    // writes it (`RelationsCheckpoint::prune_chains`). Its fact journal was read by reference
+    // (`LogStore::checkpoint_by_reference`), as the fresh one's is named.
+    let checkpoint = checkpoint.map(|stored| {
         stored.map(|(next_seq, chain, mut fold)| {
             fold.relations.prune_chains();
             (next_seq, chain, fold)
@@ -761,20 +752,4 @@ fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
             message,
         });
     }
-}
-
-/// `checkpoint` with its fact journal as a reference (length and BLAKE3 hash), which is all
-/// the walk compares: a journal read whole (an older build's inline bytes, or a backend that
-/// resolves it on reading) is not held beside the walk.
-pub(crate) fn journal_by_reference(
-    checkpoint: Option<StoredCheckpoint>,
-) -> Option<StoredCheckpoint> {
-    checkpoint.map(|stored| {
-        stored.map(|(next_seq, chain, mut fold)| {
-            if let Some(journal) = fold.relations.facts.bytes() {
-                fold.relations.facts = FactJournal::stored(journal);
-            }
-            (next_seq, chain, fold)
-        })
-    })
 }
