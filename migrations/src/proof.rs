@@ -385,7 +385,7 @@ mod tests {
         let Value::Object(object) = object else {
             unreachable!("an object")
         };
-        ContentBlock::Other(object)
+        ContentBlock::Other(object.into())
     }
 
     // Goal: into V4, a V3 tool result and its V4 tool message are the same message, a V4 tag

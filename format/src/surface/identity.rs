@@ -244,7 +244,7 @@ mod tests {
 
     fn extra(value: Value) -> Extra {
         match value {
-            Value::Object(map) => map,
+            Value::Object(map) => Extra::from(map),
             _ => unreachable!("an object"),
         }
     }
