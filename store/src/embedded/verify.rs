@@ -724,7 +724,8 @@ fn check_checkpoint(walk: &mut Walk, checkpoint: Option<StoredCheckpoint>) {
     }
     // An older build kept every retry chain; compared without the dead ones, as this build
     // writes it (`RelationsCheckpoint::prune_chains`). Its fact journal was read by reference
-    // (`LogStore::checkpoint_by_reference`), as the fresh one's is named.
+    // (`JournalRead::ByReference`; over any backend, `LogStore::checkpoint_by_reference`), as
+    // the fresh one's is named.
     let checkpoint = checkpoint.map(|stored| {
         stored.map(|(next_seq, chain, mut fold)| {
             fold.relations.prune_chains();
