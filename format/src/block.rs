@@ -124,6 +124,20 @@ fn len_u32(len: usize, what: &str) -> Result<u32, BlockError> {
     })
 }
 
+/// How [`encode_block_with`] knows a record's chain link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// Recomputed: `blake3(previous chain || tail)` must equal the chain the record holds.
+    Check,
+    /// Made by the writer of this process in one pass with the record before it (the sealer's
+    /// records of one staged append request, encoded in one loop from one head): the record's
+    /// crc and header are checked and its chain is taken as written, so that sealing does not
+    /// hash every record a second time. A wrong link still cannot pass unseen: `chain_out` is
+    /// the last chain as written, and every reader rebuilds the chain from `chain_in` and
+    /// compares. A block's first record is always checked, whatever its link says.
+    Written,
+}
+
 /// Encodes records `first_seq..` (consecutive, each following the previous one's chain,
 /// the first following `chain_in`) as one block record. The records are checked on the way
 /// in: their seqs must be dense and each chain link must hold.
@@ -140,18 +154,41 @@ where
     I: IntoIterator<Item = &'r [u8]>,
     I::IntoIter: Clone,
 {
+    encode_block_with(
+        first_seq,
+        chain_in,
+        records.into_iter().map(|record| (record, Link::Check)),
+    )
+}
+
+/// [`encode_block`] for records whose links the caller may know already ([`Link::Written`]):
+/// their crcs, headers and seqs are checked, and the chain is recomputed for every
+/// [`Link::Check`] record and for the first one.
+pub fn encode_block_with<'r, I>(
+    first_seq: u64,
+    chain_in: &ChainHash,
+    records: I,
+) -> Result<Vec<u8>, BlockError>
+where
+    I: IntoIterator<Item = (&'r [u8], Link)>,
+    I::IntoIter: Clone,
+{
     let records = records.into_iter();
     let payload_bytes: usize = records
         .clone()
-        .map(|record| 4 + record.len().saturating_sub(CHAIN_END))
+        .map(|(record, _)| 4 + record.len().saturating_sub(CHAIN_END))
         .sum();
     let mut payload = Vec::with_capacity(payload_bytes);
     let mut chain = *chain_in;
     let mut count = 0usize;
-    for (index, record) in records.enumerate() {
+    for (index, (record, link)) in records.enumerate() {
         let seq = first_seq + index as u64;
         let wrap = |source| BlockError::Record { index, seq, source };
-        let header = record::check_record(record, &chain).map_err(wrap)?;
+        let header = match link {
+            Link::Written if index > 0 => record::check_record_crc(record),
+            _ => record::check_record(record, &chain),
+        }
+        .map_err(wrap)?;
         if header.seq != seq {
             return Err(wrap(RecordError::SeqMismatch {
                 expected: seq,

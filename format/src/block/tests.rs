@@ -204,6 +204,99 @@ fn sealing_checks_what_it_seals() {
     .is_ok());
 }
 
+/// `record` with its chain replaced by `chain` and its crc made to match: a record whose
+/// link is wrong though its bytes are intact.
+fn relinked(record: &[u8], chain: ChainHash) -> Vec<u8> {
+    let mut out = record.to_vec();
+    out[CRC_BYTES..CHAIN_END].copy_from_slice(&chain);
+    let crc = crc32fast::hash(&out[CRC_BYTES..]);
+    out[..CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+// Goal: a link the writer made (`Link::Written`) skips only the recomputed chain: a record's
+// crc, header and seq are still checked, the first record's link always is, and a wrong
+// written link that sealing took as written is refused by every read of the block.
+// Method: seal a run with every link written and check it is the block `encode_block` makes;
+// then seal runs with a relinked record (intact crc, wrong chain) at the front, in the
+// middle and at the end, a damaged record, and a missing seq, each with written links.
+#[test]
+fn a_written_link_skips_only_the_recomputed_chain() {
+    let (genesis, all) = records(6, 9);
+    let written = |run: &[Vec<u8>]| -> Vec<(Vec<u8>, Link)> {
+        run.iter().map(|r| (r.clone(), Link::Written)).collect()
+    };
+    let seal = |first_seq: u64, run: &[(Vec<u8>, Link)]| {
+        encode_block_with(
+            first_seq,
+            &genesis,
+            run.iter().map(|(r, l)| (r.as_slice(), *l)),
+        )
+    };
+    let sound = seal(0, &written(&all)).unwrap();
+    assert_eq!(
+        sound,
+        encode_block(0, &genesis, all.iter().map(Vec::as_slice)).unwrap()
+    );
+
+    let mut front = written(&all);
+    front[0].0 = relinked(&all[0], [3; 32]);
+    assert!(matches!(
+        seal(0, &front),
+        Err(BlockError::Record {
+            index: 0,
+            source: RecordError::ChainMismatch,
+            ..
+        })
+    ));
+
+    let mut middle = written(&all);
+    middle[3].0 = relinked(&all[3], [3; 32]);
+    let mut checked = middle.clone();
+    checked[3].1 = Link::Check;
+    assert!(matches!(
+        seal(0, &checked),
+        Err(BlockError::Record {
+            index: 3,
+            source: RecordError::ChainMismatch,
+            ..
+        })
+    ));
+    // Sealing keeps no record's chain but the last one's: a wrong link inside the run
+    // leaves the block it should have been, and a wrong last link fails every read.
+    assert_eq!(seal(0, &middle).unwrap(), sound);
+    let mut last = written(&all);
+    last[5].0 = relinked(&all[5], [3; 32]);
+    let taken = seal(0, &last).expect("a written link is taken as written");
+    assert!(matches!(decode_block(&taken), Err(BlockError::ChainOut)));
+
+    let mut damaged = written(&all);
+    let last = damaged[2].0.len() - 1;
+    damaged[2].0[last] ^= 1;
+    assert!(matches!(
+        seal(0, &damaged),
+        Err(BlockError::Record {
+            index: 2,
+            source: RecordError::ChecksumMismatch { .. },
+            ..
+        })
+    ));
+
+    let mut skipped = written(&all);
+    skipped.remove(2);
+    assert!(matches!(
+        seal(0, &skipped),
+        Err(BlockError::Record {
+            index: 2,
+            source: RecordError::SeqMismatch {
+                expected: 2,
+                got: 3
+            },
+            ..
+        })
+    ));
+}
+
 // Goal: any damaged byte of a block is detected, and so is any truncation.
 // Method: flip one bit at every offset of a small block, then cut it at every length.
 #[test]

@@ -67,10 +67,8 @@ impl StagedRecord {
     pub(crate) fn len(&self) -> usize {
         (self.end - self.start) as usize
     }
-}
 
-#[cfg(test)]
-impl StagedRecord {
+    /// Whether the two records are ranges of one buffer: records of one append request.
     pub(crate) fn shares_buffer_with(&self, other: &StagedRecord) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
