@@ -212,6 +212,7 @@ fn size_cell(built: &Built, shape: &SessionShape) -> Cell {
 
 /// One child process's measurement: seconds, peak resident KiB, derived bytes.
 pub(crate) fn child(args: &[&str]) -> (f64, u64) {
+    quiet_disk();
     let exe = std::env::current_exe().expect("own path");
     let output = Command::new(exe)
         .arg("--child")
@@ -228,6 +229,13 @@ pub(crate) fn child(args: &[&str]) -> (f64, u64) {
         report["seconds"].as_f64().expect("seconds"),
         report["peakKiB"].as_u64().unwrap_or(0),
     )
+}
+
+/// Waits until the data the cells before wrote is on the disk (`sync`), so that a measurement
+/// does not share the machine with the kernel's writeback of another side's files. Without a
+/// `sync` program the measurement runs as it is.
+pub(crate) fn quiet_disk() {
+    let _ = Command::new("sync").status();
 }
 
 /// The child side of `child`: runs one measurement named by `args` and prints its JSON.
@@ -464,6 +472,7 @@ fn verify_cell(built: &Built, shape: &SessionShape) -> Cell {
     let mut mib = 0.0;
     let store_arg = built.store.to_str().expect("a UTF-8 work path");
     for _ in 0..shape.runs {
+        quiet_disk();
         // blake3 over the same record bytes, in memory, a few thousand records at a time so
         // that a large store need not fit in memory; only the hashing is timed.
         let mut total_bytes = 0usize;
