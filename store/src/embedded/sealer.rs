@@ -289,9 +289,6 @@ fn fills_block(records: usize, bytes: usize) -> bool {
     records == BLOCK_EVENTS_MAX || bytes >= BLOCK_RAW_BYTES_TARGET
 }
 
-/// The records from `end` that fill one block (those the events table holds, then the staged
-/// ones), or `None` when they do not fill one yet; with `tail_min`, also a run that does not
-/// fill a block but holds at least that many bytes. The caller holds the staged tail's lock.
 /// A run's records with how their chain links are known: a record that shares its staged
 /// buffer with the record before it was chained from that one by the writer, in the loop
 /// that encoded the request (`Store::stage`), so only its crc is checked again
@@ -307,6 +304,9 @@ fn links(run: &[StagedRecord]) -> impl Iterator<Item = (&[u8], Link)> + Clone {
     })
 }
 
+/// The records from `end` that fill one block (those the events table holds, then the staged
+/// ones), or `None` when they do not fill one yet; with `tail_min`, also a run that does not
+/// fill a block but holds at least that many bytes. The caller holds the staged tail's lock.
 fn full_run(
     events: &impl ReadableTable<(u64, u64), &'static [u8]>,
     staged: &Staged,
