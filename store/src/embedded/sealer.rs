@@ -4,7 +4,9 @@
 //! The writer counts what each session appends ([`Pending`]) and, once a block's worth has
 //! been made durable, hints the session to the [`Sealer`]. The sealer takes the run (the
 //! records the events table holds from the session's sealed end on, then the staged ones that
-//! redb does not hold yet, see the `staged` module), compresses it outside any lock, then swaps
+//! redb does not hold yet, see the `staged` module), checks each record's crc, header and seq
+//! and recomputes the chain links the writer could have broken ([`links`]), compresses it
+//! outside any lock, then swaps
 //! it in with one non-durable write transaction (the block in, its records out of the events
 //! table and of the staged tail), which the next durable commit persists with everything
 //! else. Sealing is a reorganisation, not a write of new data: a crash before the durable

@@ -486,7 +486,8 @@ impl Walk {
         });
     }
 
-    /// Walks a sealed block (its parts joined, decoded by [`super::decode_ahead::decode`]): each of
+    /// Walks a sealed block as the block reader (`decode_ahead`) decoded it, its rebuild
+    /// finished by the caller where the reader had not ([`Decoded::finish_rebuild`]): each of
     /// its records as [`Walk::record`] does. A block that cannot be decoded is one fault at its
     /// first seq, covering the seqs its header names when it can be read.
     fn block(&mut self, decoded: &mut Decoded) {
