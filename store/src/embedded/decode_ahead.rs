@@ -24,9 +24,19 @@
 //! `chain_out`), a rebuilt record's crc would be computed, never checked, and a walk never
 //! writes or hands out a record's bytes.
 //!
+//! The walk may name the sessions it walks next ahead of time ([`BlocksAhead::announce`]).
+//! The thread then goes on into the next session as soon as the walk has taken the end of
+//! the one before: it reads and decodes the next session's first block while the walk
+//! finishes the session (the events table, the checkpoints), instead of waiting to be asked.
+//! Without it, a store of many small sessions was walked one session at a time on either
+//! side: the reader idle while the walk finished a session, the walk idle while the reader
+//! read and decompressed the next one's first block (verify of 200 sessions of 200 events
+//! ran on 1.0 CPUs).
+//!
 //! The walk receives exactly what decoding inline gives, in the same order; when the
 //! operating system gives no thread, the blocks are read and decoded inline.
 
+use std::collections::VecDeque;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 
@@ -313,6 +323,8 @@ pub(crate) struct BlocksAhead {
 enum Mode {
     Thread {
         sessions: Option<Sender<u64>>,
+        /// The sessions sent to the thread and not walked yet, in the order it serves them.
+        announced: VecDeque<u64>,
         items: Receiver<Item>,
         spent: Sender<Decoded>,
         thread: Option<JoinHandle<()>>,
@@ -339,6 +351,7 @@ impl BlocksAhead {
         let mode = match started {
             Ok(thread) => Mode::Thread {
                 sessions: Some(sessions),
+                announced: VecDeque::new(),
                 items,
                 spent,
                 thread: Some(thread),
@@ -353,13 +366,35 @@ impl BlocksAhead {
         Ok(BlocksAhead { mode })
     }
 
+    /// Names session `key` as the one the walk asks for after those named before it, so that
+    /// the thread reads on into it as soon as it is done with them. The walk must then ask
+    /// for the named sessions in that order; inline, and once stopped, it does nothing.
+    pub(crate) fn announce(&mut self, key: u64) {
+        if let Mode::Thread {
+            sessions,
+            announced,
+            ..
+        } = &mut self.mode
+        {
+            if sessions.as_ref().is_some_and(|s| s.send(key).is_ok()) {
+                announced.push_back(key);
+            }
+        }
+    }
+
     /// Gives each block of session `key` to `walk`, in seq order; returns how many parts
-    /// were read. After an error the reader serves no other session.
+    /// were read. A session not announced is announced now; asking for one out of the order
+    /// announced is refused. After an error the reader serves no other session.
     pub(crate) fn session(
         &mut self,
         key: u64,
         mut walk: impl FnMut(&mut Decoded) -> Result<(), StoreError>,
     ) -> Result<u64, StoreError> {
+        if let Mode::Thread { announced, .. } = &self.mode {
+            if announced.is_empty() {
+                self.announce(key);
+            }
+        }
         let outcome = match &mut self.mode {
             Mode::Inline(inline) => {
                 let (table, spares) = &mut **inline;
@@ -367,32 +402,36 @@ impl BlocksAhead {
             }
             Mode::Stopped => return Err(stopped()),
             Mode::Thread {
-                sessions,
+                announced,
                 items,
                 spent,
                 ..
-            } => {
-                if sessions.as_ref().is_none_or(|s| s.send(key).is_err()) {
-                    Err(stopped())
-                } else {
-                    loop {
-                        match items.recv() {
-                            Ok(Item::Block(mut decoded)) => {
-                                // Handed over part way: the rest of the rebuild is the
-                                // walk's, which waited for it.
-                                decoded.finish_rebuild();
-                                if let Err(error) = walk(&mut decoded) {
-                                    break Err(error);
-                                }
-                                // A thread gone leaves the buffers to be freed here.
-                                let _ = spent.send(decoded);
+            } => match announced.pop_front() {
+                // The announce found the thread gone.
+                None => Err(stopped()),
+                Some(next) if next != key => Err(StoreError::Corrupt {
+                    reason: format!(
+                        "verify asked the block reader for session key {key} while it \
+                         serves session key {next} first"
+                    ),
+                }),
+                Some(_) => loop {
+                    match items.recv() {
+                        Ok(Item::Block(mut decoded)) => {
+                            // Handed over part way: the rest of the rebuild is the
+                            // walk's, which waited for it.
+                            decoded.finish_rebuild();
+                            if let Err(error) = walk(&mut decoded) {
+                                break Err(error);
                             }
-                            Ok(Item::End(result)) => return result,
-                            Err(_) => break Err(stopped()),
+                            // A thread gone leaves the buffers to be freed here.
+                            let _ = spent.send(decoded);
                         }
+                        Ok(Item::End(result)) => return result,
+                        Err(_) => break Err(stopped()),
                     }
-                }
-            }
+                },
+            },
         };
         // The thread may be part way through the session: it serves no other.
         self.mode = Mode::Stopped;
@@ -660,6 +699,64 @@ mod tests {
             ))),
         };
         assert_eq!(walk_all(&mut inline), want);
+    }
+
+    // Goal: sessions announced ahead come out as inline decoding gives them, each walked in
+    // the order announced, whether announced all at once or one ahead of the walk (as
+    // verify does), the reader going on into the next session before it is asked.
+    #[test]
+    fn sessions_announced_ahead_come_out_as_inline_decoding_gives_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, want) = store(dir.path());
+        let txn = db.begin_read().unwrap();
+        let mut all_at_once = BlocksAhead::start(&txn).unwrap();
+        for key in 1..=4 {
+            all_at_once.announce(key);
+        }
+        assert_eq!(walk_all(&mut all_at_once), want);
+        // Once the announced ones are walked, a session asked for is announced then.
+        assert_eq!(walk_all(&mut all_at_once), want);
+        let mut one_ahead = BlocksAhead::start(&txn).unwrap();
+        let mut got = Vec::new();
+        one_ahead.announce(1);
+        for key in 1..=4 {
+            if key < 4 {
+                one_ahead.announce(key + 1);
+            }
+            let mut blocks = Vec::new();
+            one_ahead
+                .session(key, |decoded| {
+                    blocks.push(seen(decoded));
+                    Ok(())
+                })
+                .unwrap();
+            got.push(blocks);
+        }
+        assert_eq!(got, want);
+    }
+
+    // Goal: asking for a session out of the order announced is refused, and the reader,
+    // part way into the session it serves, serves no other.
+    #[test]
+    fn a_session_asked_for_out_of_the_order_announced_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) = store(dir.path());
+        let txn = db.begin_read().unwrap();
+        let mut ahead = BlocksAhead::start(&txn).unwrap();
+        ahead.announce(4);
+        ahead.announce(3);
+        let mut n_walked = 0;
+        let refused = ahead.session(3, |_| {
+            n_walked += 1;
+            Ok(())
+        });
+        assert_eq!(n_walked, 0, "no block of either session reaches the walk");
+        let message = "asked the block reader for session key 3 while it serves session key 4";
+        assert!(matches!(refused, Err(StoreError::Corrupt { reason }) if reason.contains(message)));
+        assert!(matches!(ahead.mode, Mode::Stopped));
+        let later = ahead.session(4, |_| Ok(()));
+        let stopped = "the block reader stopped";
+        assert!(matches!(later, Err(StoreError::Corrupt { reason }) if reason.contains(stopped)));
     }
 
     #[test]

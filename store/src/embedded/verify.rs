@@ -21,7 +21,9 @@ use super::session::{
     context_of, decode_checkpoint_raw, is_stale_checkpoint, journal_hash, read_journal,
     stored_session_record,
 };
-use super::tables::{self, CHECKPOINTS, EVENTS, FACT_SEGMENTS, KEPT_CHECKPOINTS, SESSIONS};
+use super::tables::{
+    self, SessionRecord, CHECKPOINTS, EVENTS, FACT_SEGMENTS, KEPT_CHECKPOINTS, SESSIONS,
+};
 use super::{DamagedFrame, Store, StoreError};
 use crate::log_store::{JournalRead, StoredCheckpoint};
 use sessionlog_format::binary;
@@ -41,11 +43,27 @@ impl Store {
             let mut walked = TableCounts::default();
             let store_version = super::read_store_version(&txn)?;
             let mut blocks_ahead = BlocksAhead::start(&txn)?;
-            for id in &ids {
-                let (report, counts) = verify_session(&txn, &mut blocks_ahead, id, store_version)?;
+            // Each session's record is read one session ahead, so that the block reader, told
+            // the next session's key before the walk starts on this one, reads on into it.
+            let mut records = ids.iter().map(|id| (id, stored_session_record(&txn, id)));
+            let mut current = records.next();
+            let mut current_announced = false;
+            while let Some((id, record)) = current {
+                let next = records.next();
+                if let (Ok(record), false) = (&record, current_announced) {
+                    blocks_ahead.announce(record.key);
+                }
+                current_announced = false;
+                if let Some((_, Ok(following))) = &next {
+                    blocks_ahead.announce(following.key);
+                    current_announced = true;
+                }
+                let (report, counts) =
+                    verify_session(&txn, &mut blocks_ahead, id, record, store_version)?;
                 reports.push(report);
                 walked.events += counts.events;
                 walked.parts += counts.parts;
+                current = next;
             }
             if sessions.is_empty() {
                 check_table_counts(&txn, walked, &mut reports)?;
@@ -68,14 +86,18 @@ struct TableCounts {
     parts: u64,
 }
 
+/// Verifies one session, whose record `stored` the caller read (`stored_session_record`);
+/// its blocks come from `blocks_ahead`, which the caller told of it first when the record
+/// was read.
 fn verify_session(
     txn: &ReadTransaction,
     blocks_ahead: &mut BlocksAhead,
     session: &str,
+    stored: Result<SessionRecord, StoreError>,
     store_version: u32,
 ) -> Result<(SessionReport, TableCounts), StoreError> {
     let mut counts = TableCounts::default();
-    let record = match stored_session_record(txn, session) {
+    let record = match stored {
         Ok(record) => record,
         Err(StoreError::Corrupt { reason }) => {
             return Ok((Walk::session_fault(session, reason), counts))
