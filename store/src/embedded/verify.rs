@@ -45,25 +45,22 @@ impl Store {
             let mut blocks_ahead = BlocksAhead::start(&txn)?;
             // Each session's record is read one session ahead, so that the block reader, told
             // the next session's key before the walk starts on this one, reads on into it.
-            let mut records = ids.iter().map(|id| (id, stored_session_record(&txn, id)));
-            let mut current = records.next();
-            let mut current_announced = false;
-            while let Some((id, record)) = current {
-                let next = records.next();
-                if let (Ok(record), false) = (&record, current_announced) {
-                    blocks_ahead.announce(record.key);
-                }
-                current_announced = false;
-                if let Some((_, Ok(following))) = &next {
+            let mut records = ids
+                .iter()
+                .map(|id| (id, stored_session_record(&txn, id)))
+                .peekable();
+            if let Some((_, Ok(first))) = records.peek() {
+                blocks_ahead.announce(first.key);
+            }
+            while let Some((id, record)) = records.next() {
+                if let Some((_, Ok(following))) = records.peek() {
                     blocks_ahead.announce(following.key);
-                    current_announced = true;
                 }
                 let (report, counts) =
                     verify_session(&txn, &mut blocks_ahead, id, record, store_version)?;
                 reports.push(report);
                 walked.events += counts.events;
                 walked.parts += counts.parts;
-                current = next;
             }
             if sessions.is_empty() {
                 check_table_counts(&txn, walked, &mut reports)?;
