@@ -711,18 +711,18 @@ mod tests {
     }
 
     fn walk_all(ahead: &mut BlocksAhead) -> Vec<Vec<Seen>> {
-        (1..=4)
-            .map(|key| {
-                let mut got = Vec::new();
-                ahead
-                    .session(key, |decoded| {
-                        got.push(seen(decoded));
-                        Ok(())
-                    })
-                    .unwrap();
-                got
+        (1..=4).map(|key| walk_one(ahead, key)).collect()
+    }
+
+    fn walk_one(ahead: &mut BlocksAhead, key: u64) -> Vec<Seen> {
+        let mut got = Vec::new();
+        ahead
+            .session(key, |decoded| {
+                got.push(seen(decoded));
+                Ok(())
             })
-            .collect()
+            .unwrap();
+        got
     }
 
     #[test]
@@ -768,21 +768,15 @@ mod tests {
         // Once the announced ones are walked, a session asked for is announced then.
         assert_eq!(walk_all(&mut all_at_once), want);
         let mut one_ahead = BlocksAhead::start(&txn).unwrap();
-        let mut got = Vec::new();
         one_ahead.announce(1);
-        for key in 1..=4 {
-            if key < 4 {
-                one_ahead.announce(key + 1);
-            }
-            let mut blocks = Vec::new();
-            one_ahead
-                .session(key, |decoded| {
-                    blocks.push(seen(decoded));
-                    Ok(())
-                })
-                .unwrap();
-            got.push(blocks);
-        }
+        let got: Vec<Vec<Seen>> = (1..=4)
+            .map(|key| {
+                if key < 4 {
+                    one_ahead.announce(key + 1);
+                }
+                walk_one(&mut one_ahead, key)
+            })
+            .collect();
         assert_eq!(got, want);
     }
 
