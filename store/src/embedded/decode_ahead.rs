@@ -32,7 +32,7 @@
 //! store of many small sessions was walked one session at a time on either side: the reader
 //! idle while the walk finished a session, the walk idle while the reader read and
 //! decompressed the next one's first block (verify of 200 sessions of 200 events ran on 0.9
-//! CPUs, now on 1.6 to 1.8).
+//! CPUs, now on 1.6 to 1.9).
 //!
 //! The walk receives exactly what decoding inline gives, in the same order; when the
 //! operating system gives no thread, the blocks are read and decoded inline.
@@ -550,22 +550,21 @@ fn serve(
                 return;
             }
         }
-        next = match sessions.try_recv() {
+        match sessions.try_recv() {
             Ok(announced) => {
                 pending = Some(result);
-                Some(announced)
+                next = Some(announced);
             }
-            Err(TryRecvError::Empty) => {
+            Err(none_yet) => {
                 if items.send(Item::End(result)).is_err() {
                     return;
                 }
-                sessions.recv().ok()
+                next = match none_yet {
+                    TryRecvError::Empty => sessions.recv().ok(),
+                    TryRecvError::Disconnected => None,
+                };
             }
-            Err(TryRecvError::Disconnected) => {
-                let _ = items.send(Item::End(result));
-                None
-            }
-        };
+        }
     }
 }
 
@@ -576,22 +575,20 @@ fn serve(
 /// itself. False when the walk is gone.
 fn hand_over(
     items: &SyncSender<Item>,
-    mut end: Option<Result<u64, StoreError>>,
+    end: Option<Result<u64, StoreError>>,
     decoded: Decoded,
     spares: &mut Spares,
 ) -> bool {
+    let mut end = end.map(Item::End);
     let mut block = Item::Block(decoded);
     loop {
         // A rendezvous channel: a send succeeds only while the walk waits for an item.
         match end.take() {
-            Some(result) => match items.try_send(Item::End(result)) {
+            Some(item) => match items.try_send(item) {
                 // The walk waits on: the block may go at once.
                 Ok(()) => continue,
                 Err(TrySendError::Disconnected(_)) => return false,
-                Err(TrySendError::Full(Item::End(back))) => end = Some(back),
-                Err(TrySendError::Full(Item::Block(_))) => {
-                    unreachable!("an end comes back as it went")
-                }
+                Err(TrySendError::Full(back)) => end = Some(back),
             },
             None => match items.try_send(block) {
                 Ok(()) => return true,
@@ -608,8 +605,8 @@ fn hand_over(
         // Rebuilt here: the payload buffer stays with this thread's decoder.
         decoded.release_payload(&mut spares.decoder);
         if !decoded.decode_one_body() {
-            if let Some(result) = end.take() {
-                if items.send(Item::End(result)).is_err() {
+            if let Some(item) = end.take() {
+                if items.send(item).is_err() {
                     return false;
                 }
             }

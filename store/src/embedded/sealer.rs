@@ -1,20 +1,19 @@
 //! Sealing: moving a session's full runs of unsealed records into compressed blocks, on a
 //! thread of its own so that compression never sits on an append's path.
 //!
-//! The writer counts what each session appends ([`Pending`]) and, once a block's worth has
-//! been made durable, hints the session to the [`Sealer`]. The sealer takes the run (the
-//! records the events table holds from the session's sealed end on, then the staged ones that
-//! redb does not hold yet, see the `staged` module), checks each record's crc, header and seq
-//! and recomputes the chain links the writer could have broken ([`links`]), compresses it
-//! outside any lock, then swaps
-//! it in with one non-durable write transaction (the block in, its records out of the events
-//! table and of the staged tail), which the next durable commit persists with everything
-//! else. Sealing is a reorganisation, not a write of new data: a crash before the durable
-//! commit leaves the records where the WAL replay puts them, a crash after it leaves the
-//! block, and both read the same bytes. Only the sealer (and, once it has stopped, the closing
-//! store) writes blocks or removes records from the events table, so a run taken under the
-//! staged tail's lock is still unsealed when it is swapped in under it again; a flush in
-//! between only moves staged records into the events table, whose range the swap removes.
+//! The writer counts what each session appends ([`Pending`]) and, once a block's worth has been
+//! made durable, hints the session to the [`Sealer`]. The sealer takes the run (the records the
+//! events table holds from the session's sealed end on, then the staged ones that redb does not
+//! hold yet, see the `staged` module), checks each record's crc, header and seq and recomputes the
+//! chain links the writer could have broken ([`links`]), compresses it outside any lock, then swaps
+//! it in with one non-durable write transaction (the block in, its records out of the events table
+//! and of the staged tail), which the next durable commit persists with everything else. Sealing is
+//! a reorganisation, not a write of new data: a crash before the durable commit leaves the records
+//! where the WAL replay puts them, a crash after it leaves the block, and both read the same bytes.
+//! Only the sealer (and, once it has stopped, the closing store) writes blocks or removes records
+//! from the events table, so a run taken under the staged tail's lock is still unsealed when it is
+//! swapped in under it again; a flush in between only moves staged records into the events table,
+//! whose range the swap removes.
 //!
 //! The sealer also flushes the staged tail when the writer finds it too big
 //! ([`Sealer::flush_soon`]): sessions that never fill a block would otherwise keep their

@@ -84,8 +84,8 @@ struct TableCounts {
 }
 
 /// Verifies one session, whose record `stored` the caller read (`stored_session_record`);
-/// its blocks come from `blocks_ahead`, which the caller told of it first when the record
-/// was read.
+/// its blocks come from `blocks_ahead`, to which the caller announced the session when it
+/// read a sound record.
 fn verify_session(
     txn: &ReadTransaction,
     blocks_ahead: &mut BlocksAhead,
