@@ -791,11 +791,29 @@ impl Store {
         Ok(snapshot)
     }
 
-    /// The session's next seq and the chain hash at its head, for an auditor to pin.
+    /// The session's next seq and the chain hash at its head, for an auditor to pin: the head
+    /// of the last durable append group (see [`Store::with_durable_state`]).
     pub fn head(&self, session: &str) -> Result<Head, StoreError> {
+        self.with_durable_state(session, SessionState::head)
+    }
+
+    /// Runs `f` on the session's warm state as the last append group left it, never between a
+    /// group's admission and its WAL write: admission advances the state under the session's
+    /// lock, and the group becomes durable after that lock is let go, under the WAL's. So the
+    /// WAL's lock is taken first and let go once the session's is held. A read never sees a
+    /// record that is not durable yet, nor one that a failing write is about to take back (the
+    /// failure forgets every warm state before it lets the WAL's lock go). Lock order as on
+    /// the write path: the WAL's, then the session's; the next group waits for `f`.
+    fn with_durable_state<T>(
+        &self,
+        session: &str,
+        f: impl FnOnce(&SessionState) -> T,
+    ) -> Result<T, StoreError> {
+        let wal = lock(&self.wal);
         let state = self.session_state(session)?;
-        let head = lock(&state).head();
-        Ok(head)
+        let state = lock(&state);
+        drop(wal);
+        Ok(f(&state))
     }
 
     /// Appends one batch and returns once it is durable.
@@ -1062,15 +1080,14 @@ impl Store {
         })
     }
 
-    /// Runs `f` on the session's warm fold at its head (no copy of the fold is made).
+    /// Runs `f` on the session's warm fold at the head of the last durable append group (no
+    /// copy of the fold is made; see [`Store::with_durable_state`]).
     pub fn with_fold<T>(
         &self,
         session: &str,
         f: impl FnOnce(&SessionFold) -> T,
     ) -> Result<T, StoreError> {
-        let state = self.session_state(session)?;
-        let state = lock(&state);
-        Ok(f(&state.fold))
+        self.with_durable_state(session, |state| f(&state.fold))
     }
 
     /// A read transaction that holds every acknowledged record: the staged ones are flushed

@@ -5,7 +5,8 @@
 use std::fs::OpenOptions;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use redb::backends::FileBackend;
 use redb::StorageBackend;
@@ -244,4 +245,127 @@ fn acked_head(ack: &sessionlog_store::embedded::AppendAck) -> sessionlog_store::
         next_seq: ack.next_seq,
         chain: ack.head_chain,
     }
+}
+
+/// The store's real WAL file, whose next `fdatasync` once armed tells the test it has begun,
+/// then waits for the test's word: `true` lets it go on, `false` makes it fail.
+struct GatedWal {
+    file: std::fs::File,
+    armed: Arc<AtomicBool>,
+    begun: mpsc::Sender<()>,
+    word: mpsc::Receiver<bool>,
+}
+
+impl WalFile for GatedWal {
+    fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        self.file.read_all()
+    }
+    fn write_all_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(offset, bytes)
+    }
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        WalFile::set_len(&mut self.file, len)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            self.begun.send(()).expect("the test waits for the sync");
+            if !self.word.recv().expect("the test gives its word") {
+                return Err(io::Error::other("injected WAL sync failure"));
+            }
+        }
+        WalFile::sync_data(&mut self.file)
+    }
+    fn sync_all(&mut self) -> io::Result<()> {
+        WalFile::sync_all(&mut self.file)
+    }
+}
+
+/// What a reader of session "a" answered while a second append group was being made
+/// durable (before the test gave the sync its word), the group's result, and every answer
+/// of the reader (its head's next seq, then its fold's).
+type Durability = (
+    Vec<u64>,
+    Result<sessionlog_store::embedded::AppendAck, StoreError>,
+    Vec<u64>,
+);
+
+/// Appends seq 0 to "a", then seq 1 through a WAL whose sync waits; while it waits, a reader
+/// asks the head and the fold's next seq; then the sync goes on (or fails).
+fn read_during_a_sync(sync_succeeds: bool) -> Durability {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let armed = Arc::new(AtomicBool::new(false));
+    let (begun_tx, begun) = mpsc::channel();
+    let (word, word_rx) = mpsc::channel();
+    let backend = FileBackend::new(open_rw(&path)).unwrap();
+    let wal = GatedWal {
+        file: open_rw(&path.with_extension("redb.wal")),
+        armed: Arc::clone(&armed),
+        begun: begun_tx,
+        word: word_rx,
+    };
+    let store = Arc::new(Store::open_with_backends(&path, backend, wal).unwrap());
+    store.create_session(&header("a")).unwrap();
+    store.append("a", 0, vec![title(0)]).unwrap();
+    armed.store(true, Ordering::SeqCst);
+    let appender = {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || store.append("a", 1, vec![title(1)]))
+    };
+    // The group is admitted (the warm fold holds seq 1) and its sync has begun.
+    begun.recv().unwrap();
+    let (seen_tx, seen) = mpsc::channel();
+    let reader = {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || {
+            let head = store.head("a").map(|head| head.next_seq);
+            seen_tx.send(head).unwrap();
+            let fold = store.with_fold("a", |fold| fold.admission().next_seq());
+            seen_tx.send(fold).unwrap();
+        })
+    };
+    let mut answers = Vec::new();
+    if let Ok(answer) = seen.recv_timeout(Duration::from_millis(300)) {
+        answers.push(answer.unwrap());
+    }
+    let early = answers.clone();
+    word.send(sync_succeeds).unwrap();
+    let appended = appender.join().unwrap();
+    reader.join().unwrap();
+    answers.extend(seen.iter().map(Result::unwrap));
+    (early, appended, answers)
+}
+
+// Goal: a read never sees an append group before the group is durable, although admission
+// advanced the warm fold before the WAL write: `head` and `with_fold` wait for the sync,
+// then see the acknowledged head.
+// Method: a WAL whose sync waits for the test; a reader started while it waits.
+#[test]
+fn a_read_waits_for_the_group_being_made_durable() {
+    let (early, appended, answers) = read_during_a_sync(true);
+    assert_eq!(
+        early,
+        Vec::<u64>::new(),
+        "a read answered before the group was durable"
+    );
+    assert_eq!(appended.unwrap().next_seq, 2);
+    assert_eq!(answers, [2, 2]);
+}
+
+// Goal: a group whose sync fails is never seen by a read, not even by one that started
+// while the failing sync was under way: the read sees the last acknowledged head.
+// Method: as above; the sync fails.
+#[test]
+fn a_read_never_sees_a_group_whose_sync_fails() {
+    let (early, appended, answers) = read_during_a_sync(false);
+    assert_eq!(
+        early,
+        Vec::<u64>::new(),
+        "a read answered before the group's sync ended"
+    );
+    assert!(
+        matches!(appended, Err(StoreError::Storage(_))),
+        "{appended:?}"
+    );
+    assert_eq!(answers, [1, 1]);
 }
