@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p sessionlog-benches --bin compare -- [--quick] [--json]
 //!     [--scales 1000,10000,100000] [--migrate-scales N,..] [--check-scales N,..] [--runs R]
+//!     [--verify-sessions 200x200,50x1000|none]
 //!     [--plots DIR] [--only append,session,migrate,check] [--session-baselines jsonl,..] [--markdown FILE]
 //!     [--dir DIR]
 //! cargo run --release -p sessionlog-benches --bin compare -- --write-log VERSION EVENTS SEED PATH
@@ -16,6 +17,8 @@
 //! directory, so that fsync hits a real disk rather than a tmpfs). BENCHMARKS.md explains the
 //! workloads and how memory is measured. `--write-log` writes one generated log and exits: the
 //! inputs the profiles in BENCHMARKS.md name (the `check` cells' log is `3 70000 1` or `4 70000 1`).
+//! `--verify-sessions` names the stores of many sessions that the `session` group verifies
+//! (SESSIONSxEVENTS each, the sessions the logs of seeds 1 and up; `none` for none).
 
 use std::path::PathBuf;
 
@@ -48,6 +51,26 @@ fn numbers(value: Option<String>, flag: &str) -> Vec<u64> {
         .collect()
 }
 
+/// `SESSIONSxEVENTS,..` (`none` for no store).
+fn session_stores(value: Option<String>, flag: &str) -> Vec<(u64, u64)> {
+    let value = value.unwrap_or_else(|| usage(&format!("{flag} needs a value")));
+    if value == "none" {
+        return Vec::new();
+    }
+    value
+        .split(',')
+        .map(|store| {
+            let parsed = store.trim().split_once('x').and_then(|(sessions, events)| {
+                Some((sessions.parse().ok()?, events.parse().ok()?))
+            });
+            match parsed {
+                Some((sessions, events)) if sessions > 0 && events > 0 => (sessions, events),
+                _ => usage(&format!("{flag}: bad store {store} (SESSIONSxEVENTS)")),
+            }
+        })
+        .collect()
+}
+
 fn usage(message: &str) -> ! {
     eprintln!("compare: {message}; see the module docs (benches/src/bin/compare.rs)");
     std::process::exit(2)
@@ -76,6 +99,9 @@ fn parse_args(raw: Vec<String>) -> Args {
                 args.config.migrate_scales = numbers(it.next(), "--migrate-scales")
             }
             "--check-scales" => args.config.check_scales = numbers(it.next(), "--check-scales"),
+            "--verify-sessions" => {
+                args.config.verify_sessions = session_stores(it.next(), "--verify-sessions")
+            }
             "--runs" => {
                 let runs = numbers(it.next(), "--runs");
                 args.config.runs = runs.first().map_or(1, |&r| r.max(1) as usize);
@@ -180,6 +206,7 @@ fn main() {
             "scales": args.config.scales,
             "migrateScales": args.config.migrate_scales,
             "checkScales": args.config.check_scales,
+            "verifySessions": args.config.verify_sessions,
             "runs": args.config.runs,
             "machine": compare::machine(),
         });

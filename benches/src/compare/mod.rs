@@ -15,10 +15,10 @@ use sessionlog_format::FormatVersion;
 
 use self::append::{append_cells, AppendShape};
 use self::report::{Bound, Cell, Summary};
-use self::session::{session_cells, SessionShape};
+use self::session::{session_cells, verify_sessions_cell, SessionShape};
 
 /// Every workload name that a complete report carries.
-pub const WORKLOADS: [&str; 10] = [
+pub const WORKLOADS: [&str; 11] = [
     "append",
     "import",
     "size",
@@ -26,6 +26,7 @@ pub const WORKLOADS: [&str; 10] = [
     "derive-after-append",
     "point-in-time",
     "verify",
+    "verify-sessions",
     "migrate-v0",
     "migrate-v2",
     "check",
@@ -40,6 +41,9 @@ pub struct Config {
     pub quick: bool,
     /// Events of the single-session workloads, one cell each.
     pub scales: Vec<u64>,
+    /// Stores of many sessions that `verify` reads (in the `session` group): sessions, and
+    /// events in each; one cell each.
+    pub verify_sessions: Vec<(u64, u64)>,
     /// Events of the migration sources (V0: before its stream expansion).
     pub migrate_scales: Vec<u64>,
     /// Events of the generated logs that `check` reads, one cell per version and scale.
@@ -50,8 +54,8 @@ pub struct Config {
     pub point_reads: usize,
     pub append_rounds: usize,
     pub append_batches_per_round: usize,
-    /// Which groups run: `append`, `session` (import, size, opens, reads, verify), `migrate`,
-    /// `check`.
+    /// Which groups run: `append`, `session` (import, size, opens, reads, verify, verify of
+    /// many sessions), `migrate`, `check`.
     pub groups: Vec<String>,
     /// The baselines of the session workloads (all by default); a very large scale can be
     /// run against fewer of them.
@@ -64,6 +68,7 @@ impl Config {
         Config {
             quick: false,
             scales: vec![1_000, 10_000, 100_000],
+            verify_sessions: vec![(200, 200), (50, 1_000)],
             migrate_scales: vec![1_000, 10_000, 100_000],
             // The reference log: 70,000 events, 96 MB of V3.
             check_scales: vec![70_000],
@@ -82,6 +87,7 @@ impl Config {
         Config {
             quick: true,
             scales: vec![300],
+            verify_sessions: vec![(3, 100)],
             migrate_scales: vec![200],
             check_scales: vec![300],
             runs: 1,
@@ -135,6 +141,17 @@ pub fn run(config: &Config, dir: &Path) -> Vec<Cell> {
             },
         };
         cells.extend(session_cells(&sub, shape));
+        remove(&sub);
+    }
+    for &(n_sessions, per) in config
+        .verify_sessions
+        .iter()
+        .filter(|_| runs_group("session"))
+    {
+        eprintln!("verify: {n_sessions} sessions of {per} events");
+        let sub = dir.join(format!("sessions-{n_sessions}x{per}"));
+        std::fs::create_dir_all(&sub).expect("a store directory");
+        cells.push(verify_sessions_cell(&sub, n_sessions, per, config.runs));
         remove(&sub);
     }
     let versions = [FormatVersion::V0, FormatVersion::V2];

@@ -1,5 +1,6 @@
 //! The workloads on one session of N events: bulk import, size on disk, cold open + derive,
-//! derive after one append, point-in-time read, and verify.
+//! derive after one append, point-in-time read, and verify; and verify of a store of many
+//! sessions.
 //!
 //! The source is a generated V3 log (seed 42) written to a file; each store imports it. The
 //! stores the last import built are then read by the other workloads.
@@ -467,11 +468,89 @@ fn point_in_time_cell(built: &Built, shape: &SessionShape) -> Cell {
 }
 
 fn verify_cell(built: &Built, shape: &SessionShape) -> Cell {
-    let (mut ours, mut hashes) = (Vec::new(), Vec::new());
-    let mut peak_kib = 0;
-    let mut mib = 0.0;
-    let store_arg = built.store.to_str().expect("a UTF-8 work path");
-    for _ in 0..shape.runs {
+    let runs = verify_runs(&built.store, shape.runs);
+    Cell {
+        workload: "verify",
+        params: params(&[("events", shape.n_events)]),
+        unit: "MiB/s",
+        higher_is_better: true,
+        ours: Stat::new(runs.ours, runs.peak_kib),
+        baselines: vec![("blake3", Stat::new(runs.hashes, 0))],
+        targets: vec![VERIFY_TARGET],
+        note: format!(
+            "`sessionlog verify --db` (a read-only open, then Store::verify) over {:.1} MiB \
+             of records, timed and its peak RSS taken in a fresh process, against blake3 alone \
+             over the same record bytes in memory",
+            runs.mib
+        ),
+    }
+}
+
+/// #23's verify target, on one session or many.
+const VERIFY_TARGET: Target = Target {
+    against: "blake3",
+    bound: Bound::AtLeast(0.5),
+};
+
+/// `verify` of a store of `n_sessions` sessions of `events_per_session` events each (V3 logs
+/// of seeds 1 and up, imported into one store under `dir`): what one session's cells cannot
+/// show, the walk going on from one session to the next.
+pub fn verify_sessions_cell(
+    dir: &Path,
+    n_sessions: u64,
+    events_per_session: u64,
+    runs: usize,
+) -> Cell {
+    let store_path = dir.join("store.redb");
+    {
+        let store =
+            open_store(&Location::Redb(store_path.clone()), Access::Write).expect("the store");
+        let source = dir.join("source.jsonl");
+        for seed in 1..=n_sessions {
+            write_generated_log(&source, FormatVersion::V3, events_per_session, seed);
+            import_file(&*store, &source, SnapshotMode::Off, &mut |_| {}).expect("the import");
+        }
+        std::fs::remove_file(&source).expect("the last source");
+    }
+    let runs = verify_runs(&store_path, runs);
+    Cell {
+        workload: "verify-sessions",
+        params: params(&[
+            ("sessions", n_sessions),
+            ("events", n_sessions * events_per_session),
+        ]),
+        unit: "MiB/s",
+        higher_is_better: true,
+        ours: Stat::new(runs.ours, runs.peak_kib),
+        baselines: vec![("blake3", Stat::new(runs.hashes, 0))],
+        targets: vec![VERIFY_TARGET],
+        note: format!(
+            "as verify, over a store of {n_sessions} sessions of {events_per_session} events \
+             ({:.1} MiB of records)",
+            runs.mib
+        ),
+    }
+}
+
+/// What the verify cells measure, run by run.
+struct VerifyRuns {
+    /// `sessionlog verify --db`'s MiB of records per second.
+    ours: Vec<f64>,
+    /// blake3's, over the same bytes.
+    hashes: Vec<f64>,
+    peak_kib: u64,
+    mib: f64,
+}
+
+fn verify_runs(store_path: &Path, runs: usize) -> VerifyRuns {
+    let mut out = VerifyRuns {
+        ours: Vec::new(),
+        hashes: Vec::new(),
+        peak_kib: 0,
+        mib: 0.0,
+    };
+    let store_arg = store_path.to_str().expect("a UTF-8 work path");
+    for _ in 0..runs {
         quiet_disk();
         // blake3 over the same record bytes, in memory, a few thousand records at a time so
         // that a large store need not fit in memory; only the hashing is timed.
@@ -479,7 +558,7 @@ fn verify_cell(built: &Built, shape: &SessionShape) -> Cell {
         let mut hash_seconds = 0.0;
         let mut hasher = blake3::Hasher::new();
         {
-            let store = Store::open_read_only(&built.store).expect("the store");
+            let store = Store::open_read_only(store_path).expect("the store");
             for_each_record_chunk(&store, |records| {
                 total_bytes += records.iter().map(Vec::len).sum::<usize>();
                 hash_seconds += time(|| {
@@ -490,30 +569,14 @@ fn verify_cell(built: &Built, shape: &SessionShape) -> Cell {
             });
         }
         std::hint::black_box(hasher.finalize());
-        mib = total_bytes as f64 / f64::from(1 << 20);
-        hashes.push(mib / hash_seconds);
+        out.mib = total_bytes as f64 / f64::from(1 << 20);
+        out.hashes.push(out.mib / hash_seconds);
         // `sessionlog verify --db`: a read-only open and verify, in a fresh process.
         let (seconds, peak) = child(&["verify", store_arg]);
-        ours.push(mib / seconds);
-        peak_kib = peak_kib.max(peak);
+        out.ours.push(out.mib / seconds);
+        out.peak_kib = out.peak_kib.max(peak);
     }
-    Cell {
-        workload: "verify",
-        params: params(&[("events", shape.n_events)]),
-        unit: "MiB/s",
-        higher_is_better: true,
-        ours: Stat::new(ours, peak_kib),
-        baselines: vec![("blake3", Stat::new(hashes, 0))],
-        targets: vec![Target {
-            against: "blake3",
-            bound: Bound::AtLeast(0.5),
-        }],
-        note: format!(
-            "`sessionlog verify --db` (a read-only open, then Store::verify) over {mib:.1} MiB \
-             of records, timed and its peak RSS taken in a fresh process, against blake3 alone \
-             over the same record bytes in memory"
-        ),
-    }
+    out
 }
 
 /// Every event record's bytes as the store keeps them (sealed blocks rebuilt), every session.
