@@ -1,23 +1,26 @@
 //! Reading and decoding the sealed blocks of the sessions `verify` walks on a thread of its
-//! own, one block ahead of the walk.
+//! own, ahead of the walk.
 //!
 //! `verify` spends about half its time on a block before any rule sees it: reading its parts
 //! from redb and joining them, the zstd decompression of the payload, and the chain rebuilt
 //! record by record (BLAKE3) ([`BlockDecoder::decode`]). None of that depends on the walk, so
 //! while the walk checks block `k` (the record checks, the body decoding, the fold), this
-//! thread reads and decodes block `k + 1`. One thread serves a whole `verify`, session after
-//! session. What crosses the threads is a block at a time: the rebuilt records coming to the
-//! walk, and the buffers going back to be reused. The thread hands a block over only when the
-//! walk takes it, so at most two blocks are in flight (the one walked, the one decoded next),
-//! whatever the session's length.
+//! thread reads and decodes the blocks after it. One thread serves a whole `verify`, session
+//! after session. What crosses the threads is a block at a time: the rebuilt records going to
+//! the walk, which takes them without this thread, and the buffers coming back to be reused.
+//! The thread reads another block only while what it handed over and the walk has not handed
+//! back is little ([`InFlight::room`]): a full block besides the one walked, or up to 1,024
+//! records of short ones (a session's last block, a small session's only one), so that the
+//! walk, done with a short block, does not wait for the long one after it to be read and
+//! decompressed. So verify holds a bounded number of blocks whatever the session's length.
 //!
-//! The two threads balance each other both ways. While the walk is still on block `k`, the
-//! thread, its block `k + 1` ready, decodes that block's bodies from its last record back
-//! (the walk's work, done ahead). When the walk is first to wait, the thread hands block
-//! `k + 1` over part way through the rebuild of its records (it looks between every few
-//! records), and the walk rebuilds the rest itself ([`Decoded::finish_rebuild`]): at a
-//! million events the rebuild's BLAKE3 alone is about a quarter of `verify`'s CPU, and the
-//! thread was the one the walk waited for.
+//! The two threads balance each other both ways. Before it hands a block over, the thread
+//! decodes the block's bodies from its last record back (the walk's work, done ahead) for as
+//! long as the walk has something else to take. When the walk is first to wait, with nothing
+//! to take, it says so, and the thread hands its block over at once, part way through the
+//! rebuild of its records (it looks between every few records); the walk rebuilds the rest
+//! itself ([`Decoded::finish_rebuild`]): at a million events the rebuild's BLAKE3 alone is
+//! about a quarter of `verify`'s CPU, and the thread was the one the walk waited for.
 //!
 //! The rebuilt records' crcs are left at zero ([`BlockDecoder::without_record_crcs`]): a
 //! block's records are checked through the block (its crc, the chain through to
@@ -26,19 +29,22 @@
 //!
 //! The walk may name the sessions it walks next ahead of time ([`BlocksAhead::announce`]).
 //! The thread then goes on into the next session once it has handed over a session's last
-//! block: the session's end waits to go with the next session's first block, which the
-//! thread reads and decodes (bodies ahead included) while the walk is still on the last
-//! block and then finishes the session (the events table, the checkpoints). Without it, a
-//! store of many small sessions was walked one session at a time on either side: the reader
-//! idle while the walk finished a session, the walk idle while the reader read and
-//! decompressed the next one's first block (verify of 200 sessions of 200 events ran on 0.9
-//! CPUs, now on 1.6 to 1.9).
+//! block and its end: the next session's first block is read and decoded while the walk is
+//! still on the last one, and the walk then finishes the session (the events table, the
+//! checkpoints). Without it, a store of many small sessions was walked one session at a time
+//! on either side: the reader idle while the walk finished a session, the walk idle while the
+//! reader read and decompressed the next one's first block (verify of 200 sessions of 200
+//! events ran on 0.9 CPUs, now on 1.6 to 1.9). With a single block held ahead, a store of
+//! sessions of 1,000 events (a full block and a short one each) still ran on 1.25 CPUs: the
+//! next session's full block was read only once the walk took the short one.
 //!
 //! The walk receives exactly what decoding inline gives, in the same order; when the
 //! operating system gives no thread, the blocks are read and decoded inline.
 
 use std::collections::VecDeque;
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError, TrySendError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use redb::ReadOnlyTable;
@@ -71,6 +77,9 @@ pub(crate) struct Decoded {
     /// Bodies of the block's last records, decoded by the reader while the walk was still on
     /// the block before (`Decoded::decode_one_body`).
     pub bodies: Bodies,
+    /// The records its header counts (none when the header does not read): what the reader
+    /// counts in flight ([`InFlight`]).
+    records: usize,
 }
 
 /// Where a block's rebuild stands.
@@ -91,6 +100,7 @@ impl Decoded {
             block,
             rebuild: Rebuilding::Done,
             bodies: Bodies::default(),
+            records: 0,
         }
     }
 
@@ -105,11 +115,13 @@ impl Decoded {
             ),
             Err(error) => (Err(error), Rebuilding::Done),
         };
+        let records = blocks::header_of(&stored.bytes).map_or(0, |header| header.count as usize);
         Decoded {
             stored,
             block,
             rebuild,
             bodies: Bodies::default(),
+            records,
         }
     }
 
@@ -182,7 +194,7 @@ impl Decoded {
 /// Most bodies the reader decodes ahead in one block: a quarter of a full block, about what
 /// balances the two threads (the walk's body decoding is 38% of `verify`'s samples, the
 /// reader's own work 40%, the walk's other work 18%), so that verify holds at most a quarter
-/// of a block's events beyond the two blocks.
+/// of each block's events beyond the blocks in flight ([`InFlight`]).
 const BODIES_AHEAD_MAX: usize = 256;
 
 /// Records the reader rebuilds between two looks at whether the walk waits for the block
@@ -328,6 +340,9 @@ enum Mode {
         announced: VecDeque<u64>,
         items: Receiver<Item>,
         spent: Sender<Decoded>,
+        /// Set while the walk waits for an item with none to take: the thread then hands its
+        /// block over part way rebuilt.
+        waiting: Arc<AtomicBool>,
         thread: Option<JoinHandle<()>>,
     },
     /// Boxed: a decoder's buffers and zstd context are large beside the thread's handles.
@@ -343,18 +358,22 @@ impl BlocksAhead {
             .open_table(blocks::BLOCKS)
             .map_err(StoreError::storage)?;
         let (sessions, incoming) = mpsc::channel::<u64>();
-        // A rendezvous: the thread hands a block over when the walk takes it.
-        let (send_item, items) = mpsc::sync_channel::<Item>(0);
+        // Not bounded by the channel: the thread holds back while the blocks out are many
+        // (`InFlight`), and sends no session's end before the walk announced the session.
+        let (send_item, items) = mpsc::channel::<Item>();
         let (spent, returned) = mpsc::channel::<Decoded>();
+        let waiting = Arc::new(AtomicBool::new(false));
+        let thread_waiting = Arc::clone(&waiting);
         let started = std::thread::Builder::new()
             .name("sessionlog-verify-blocks".into())
-            .spawn(move || serve(&table, &incoming, &send_item, &returned));
+            .spawn(move || serve(&table, &incoming, &send_item, &returned, &thread_waiting));
         let mode = match started {
             Ok(thread) => Mode::Thread {
                 sessions: Some(sessions),
                 announced: VecDeque::new(),
                 items,
                 spent,
+                waiting,
                 thread: Some(thread),
             },
             // No thread to be had: the same reads and decodes on this one.
@@ -406,6 +425,7 @@ impl BlocksAhead {
                 announced,
                 items,
                 spent,
+                waiting,
                 ..
             } => match announced.pop_front() {
                 // The announce found the thread gone.
@@ -417,7 +437,7 @@ impl BlocksAhead {
                     ),
                 }),
                 Some(_) => loop {
-                    match items.recv() {
+                    match next_item(items, waiting) {
                         Ok(Item::Block(mut decoded)) => {
                             // Handed over part way: the rest of the rebuild is the
                             // walk's, which waited for it.
@@ -437,6 +457,21 @@ impl BlocksAhead {
         // The thread may be part way through the session: it serves no other.
         self.mode = Mode::Stopped;
         outcome
+    }
+}
+
+/// The next item from the thread; `waiting` is set while there is none to take yet, so that
+/// the thread hands over the block it is on.
+fn next_item(items: &Receiver<Item>, waiting: &AtomicBool) -> Result<Item, mpsc::RecvError> {
+    match items.try_recv() {
+        Ok(item) => Ok(item),
+        Err(TryRecvError::Disconnected) => Err(mpsc::RecvError),
+        Err(TryRecvError::Empty) => {
+            waiting.store(true, Ordering::Release);
+            let item = items.recv();
+            waiting.store(false, Ordering::Release);
+            item
+        }
     }
 }
 
@@ -493,14 +528,17 @@ impl Drop for Mode {
         if let Mode::Thread {
             sessions,
             items,
+            spent,
             thread,
             ..
         } = self
         {
-            // No more sessions ends the thread's loop; a block it is handing over finds the
-            // walk gone (the receiver is replaced below, before the join) and ends it too.
+            // No more sessions ends the thread's loop; a block it hands over finds the walk
+            // gone, and a wait for the walk to hand blocks back finds no walk to do it (both
+            // ends are replaced below, before the join): either ends it too.
             drop(sessions.take());
-            drop(std::mem::replace(items, mpsc::sync_channel::<Item>(0).1));
+            drop(std::mem::replace(items, mpsc::channel::<Item>().1));
+            drop(std::mem::replace(spent, mpsc::channel::<Decoded>().0));
             if let Some(thread) = thread.take() {
                 let _ = thread.join();
             }
@@ -509,20 +547,20 @@ impl Drop for Mode {
 }
 
 /// The thread: each session asked for, its blocks handed over one by one, then its end.
-/// When the next session is announced already, a session's end waits to go with the next
-/// session's first block ([`hand_over`]), so that the thread reads and decodes that block
-/// while the walk is still on the last one, instead of waiting for the walk to take the end.
+/// The thread reads on into the next session as soon as it is announced and there is room
+/// ([`InFlight::room`]): a session's end goes to the walk behind its last block, and the
+/// next session's first block is read and decoded while the walk is still on the last one.
 fn serve(
     table: &BlocksTable,
     sessions: &Receiver<u64>,
-    items: &SyncSender<Item>,
+    items: &Sender<Item>,
     returned: &Receiver<Decoded>,
+    waiting: &AtomicBool,
 ) {
     let mut spares = Spares::default();
-    // The end of the session before, not handed over yet.
-    let mut pending: Option<Result<u64, StoreError>> = None;
-    let mut next = sessions.recv().ok();
-    while let Some(key) = next {
+    // Both of `each_block`'s callbacks count what comes back.
+    let flight = std::cell::RefCell::new(InFlight::default());
+    while let Ok(key) = sessions.recv() {
         let mut gone = false;
         // A panic in redb (a damaged page) is the session's error, as on the walk's thread.
         let result = super::guard("verifying", || {
@@ -531,87 +569,99 @@ fn serve(
                 key,
                 &mut spares,
                 |spares| {
+                    let mut flight = flight.borrow_mut();
                     while let Ok(decoded) = returned.try_recv() {
-                        spares.take_back(decoded);
+                        flight.take_back(decoded, spares);
                     }
                 },
                 |decoded, spares| {
-                    gone = !hand_over(items, pending.take(), decoded, spares);
+                    let mut flight = flight.borrow_mut();
+                    gone = !hand_over(items, waiting, decoded, spares, &mut flight)
+                        || !flight.wait_for_room(returned, spares);
                     !gone
                 },
             )
         });
-        if gone {
+        if gone || items.send(Item::End(result)).is_err() {
             return;
-        }
-        // A session without blocks carried no end: the one before goes now.
-        if let Some(before) = pending.take() {
-            if items.send(Item::End(before)).is_err() {
-                return;
-            }
-        }
-        match sessions.try_recv() {
-            Ok(announced) => {
-                pending = Some(result);
-                next = Some(announced);
-            }
-            Err(none_yet) => {
-                if items.send(Item::End(result)).is_err() {
-                    return;
-                }
-                next = match none_yet {
-                    TryRecvError::Empty => sessions.recv().ok(),
-                    TryRecvError::Disconnected => None,
-                };
-            }
         }
     }
 }
 
-/// Hands `end` (the end of the session before, when it waited for this block) and then
-/// `decoded` to the walk as it asks for them; until then, goes on rebuilding the block's
-/// records, then decodes its bodies from its last record back, which the walk would
-/// otherwise decode after taking it. A block the walk takes part way rebuilt it finishes
-/// itself. False when the walk is gone.
+/// Rebuilds the block's records, then decodes its bodies from its last record back (the
+/// walk's work, done ahead), and hands it to the walk. The walk takes whatever was handed
+/// over without this thread; when it waits with nothing to take, the thread hands the block
+/// over at once, part way rebuilt (it looks between every few records), and the walk
+/// finishes it ([`Decoded::finish_rebuild`]). False when the walk is gone.
 fn hand_over(
-    items: &SyncSender<Item>,
-    end: Option<Result<u64, StoreError>>,
-    decoded: Decoded,
+    items: &Sender<Item>,
+    waiting: &AtomicBool,
+    mut decoded: Decoded,
     spares: &mut Spares,
+    flight: &mut InFlight,
 ) -> bool {
-    let mut end = end.map(Item::End);
-    let mut block = Item::Block(decoded);
-    loop {
-        // A rendezvous channel: a send succeeds only while the walk waits for an item.
-        match end.take() {
-            Some(item) => match items.try_send(item) {
-                // The walk waits on: the block may go at once.
-                Ok(()) => continue,
-                Err(TrySendError::Disconnected(_)) => return false,
-                Err(TrySendError::Full(back)) => end = Some(back),
-            },
-            None => match items.try_send(block) {
-                Ok(()) => return true,
-                Err(TrySendError::Disconnected(_)) => return false,
-                Err(TrySendError::Full(back)) => block = back,
-            },
+    let mut rebuilt = true;
+    while decoded.rebuild_some(RECORDS_PER_POLL) {
+        if waiting.load(Ordering::Acquire) {
+            rebuilt = false;
+            break;
         }
-        let Item::Block(decoded) = &mut block else {
-            unreachable!("only a block is handed over here");
-        };
-        if decoded.rebuild_some(RECORDS_PER_POLL) {
-            continue;
-        }
+    }
+    if rebuilt {
         // Rebuilt here: the payload buffer stays with this thread's decoder.
         decoded.release_payload(&mut spares.decoder);
-        if !decoded.decode_one_body() {
-            if let Some(item) = end.take() {
-                if items.send(item).is_err() {
-                    return false;
-                }
-            }
-            return items.send(block).is_ok();
+        while !waiting.load(Ordering::Acquire) && decoded.decode_one_body() {}
+    }
+    flight.records += decoded.records;
+    flight.blocks += 1;
+    items.send(Item::Block(decoded)).is_ok()
+}
+
+/// Records the thread keeps handed over and not walked yet, the block the walk is on
+/// included, before it reads another block (see [`InFlight::room`]). A full block holds about
+/// 830 records: with one being walked and the next handed over, the thread waits, as when it
+/// could hold one block. Short blocks (a session's last, or a whole small session) go
+/// several at a time, so that the walk, done with one, does not wait for the long block
+/// after it to be read and decompressed.
+const RECORDS_AHEAD_MAX: usize = 1024;
+
+/// Most blocks handed over and not walked yet, whatever their records.
+const BLOCKS_AHEAD_MAX: usize = 8;
+
+/// What the thread handed over and the walk has not handed back yet.
+#[derive(Default)]
+struct InFlight {
+    blocks: usize,
+    records: usize,
+}
+
+impl InFlight {
+    /// Whether the thread may read another block: always with at most the block being walked
+    /// out; else with fewer than [`BLOCKS_AHEAD_MAX`] blocks and [`RECORDS_AHEAD_MAX`]
+    /// records out.
+    fn room(&self) -> bool {
+        self.blocks < 2 || (self.blocks < BLOCKS_AHEAD_MAX && self.records < RECORDS_AHEAD_MAX)
+    }
+
+    /// Takes a walked block back: its buffers for the next blocks.
+    fn take_back(&mut self, decoded: Decoded, spares: &mut Spares) {
+        self.blocks -= 1;
+        self.records -= decoded.records;
+        spares.take_back(decoded);
+    }
+
+    /// Waits for the walk to hand blocks back until there is room; false when it is gone.
+    fn wait_for_room(&mut self, returned: &Receiver<Decoded>, spares: &mut Spares) -> bool {
+        while let Ok(decoded) = returned.try_recv() {
+            self.take_back(decoded, spares);
         }
+        while !self.room() {
+            match returned.recv() {
+                Ok(decoded) => self.take_back(decoded, spares),
+                Err(_) => return false,
+            }
+        }
+        true
     }
 }
 
@@ -823,6 +873,22 @@ mod tests {
         let later = ahead.session(2, |_| Ok(()));
         let stopped = "the block reader stopped";
         assert!(matches!(later, Err(StoreError::Corrupt { reason }) if reason.contains(stopped)));
+    }
+
+    // Goal: the reader reads on while little is out: always with only the block walked out,
+    // else with fewer than 8 blocks and 1,024 records out.
+    #[test]
+    fn the_reader_reads_on_while_little_is_out() {
+        let out = |blocks, records| InFlight { blocks, records }.room();
+        assert!(out(0, 0));
+        assert!(
+            out(1, 5_000),
+            "a block of many records besides the walked one"
+        );
+        assert!(!out(2, 1_660), "two full blocks");
+        assert!(out(5, 1_000), "five short blocks");
+        assert!(!out(3, 1_024));
+        assert!(!out(8, 80), "eight blocks, however short");
     }
 
     #[test]
