@@ -1107,15 +1107,47 @@ impl Store {
 
 impl Drop for Store {
     /// Makes redb durable and empties the WAL, so the next open has nothing to replay; then
-    /// gives the file's free pages back when many are free.
+    /// gives the file's free pages back when many are free; then closes redb.
     fn drop(&mut self) {
         self.sealer.stop();
-        if self.read_only || self.is_poisoned() || !self.written.load(Ordering::SeqCst) {
-            return;
+        if !self.read_only && !self.is_poisoned() && self.written.load(Ordering::SeqCst) {
+            // A panic inside redb here (a damaged page) must not escape a drop: what the
+            // close did not make durable is still in the WAL, and the next open replays it.
+            let _ = guard("closing the store", || {
+                self.close_writes();
+                Ok(())
+            });
         }
+        self.close_database();
+    }
+}
+
+impl Store {
+    /// Closes redb's file under a guard, before the fields drop: redb's close writes its
+    /// allocator state, and on a damaged file (a page that does not read as the tree it
+    /// should be) redb may panic there, which must not escape a drop. The file is then left
+    /// as it was before the close; the next open repairs it or refuses it. An empty
+    /// in-memory database stands in for the fields' drop. A store whose database is shared
+    /// still (a sealer that did not stop) leaves it to the last owner.
+    fn close_database(&mut self) {
+        let Some(db) = Arc::get_mut(&mut self.db) else {
+            return;
+        };
+        let Ok(stand_in) = stand_in_database() else {
+            return;
+        };
+        let file = std::mem::replace(db, stand_in);
+        let _ = guard("closing the store", || {
+            drop(file);
+            Ok(())
+        });
+    }
+
+    /// The close of a store written since its open (see [`Drop`]).
+    fn close_writes(&mut self) {
         // Sealing, the durable commit, the compaction and redb's own close (which writes its
         // allocator state) change the file under snapshot readers: they wait for the gate,
-        // held until the fields drop (the gate after the database). A reader that holds it
+        // held until the fields drop, after redb's close (`Store::close_database`). A reader that holds it
         // past the wait is not waited for: the close goes on, and what that reader reads
         // next may fail its checksums (it reports damage, never a wrong record).
         if let Some(gate) = &self.gate {
@@ -1209,10 +1241,7 @@ impl Store {
         if self.by_path {
             // redb's close writes its allocator state and trims the file's free end; an empty
             // in-memory database stands in while the file is closed.
-            let stand_in = redb::Builder::new()
-                .create_with_backend(redb::backends::InMemoryBackend::new())
-                .map_err(StoreError::storage)?;
-            drop(std::mem::replace(db, stand_in));
+            drop(std::mem::replace(db, stand_in_database()?));
             let trimmed_bytes = file_bytes.saturating_sub(file_len(&self.path)?);
             // The file is durable and closed: if it does not open again, it stays as it is.
             let Ok(reopened) = Store::writable_builder().open(&self.path) else {
@@ -1226,6 +1255,13 @@ impl Store {
         }
         db.compact().map_err(StoreError::storage)
     }
+}
+
+/// An empty in-memory database, to stand in for the store's while its file is closed.
+fn stand_in_database() -> Result<Database, StoreError> {
+    redb::Builder::new()
+        .create_with_backend(redb::backends::InMemoryBackend::new())
+        .map_err(StoreError::storage)
 }
 
 /// The length of the file at `path`.

@@ -369,3 +369,73 @@ fn a_read_never_sees_a_group_whose_sync_fails() {
     );
     assert_eq!(answers, [1, 1]);
 }
+
+/// A file backend whose writes panic once `panics` is set: redb failing inside, as it does
+/// on a damaged page.
+#[derive(Debug)]
+struct PanickingBackend {
+    inner: FileBackend,
+    panics: Arc<AtomicBool>,
+}
+
+impl StorageBackend for PanickingBackend {
+    fn len(&self) -> Result<u64, io::Error> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), io::Error> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), io::Error> {
+        self.inner.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
+        assert!(
+            !self.panics.load(Ordering::SeqCst),
+            "injected panic in a redb write"
+        );
+        self.inner.write(offset, data)
+    }
+}
+
+// Goal: a panic inside redb while the store closes never escapes the drop, whether the store
+// was written since its open (the close's durable commit) or only read (redb's own close,
+// which writes its allocator state: `corrupt --trials 300 --seed 11` found redb panicking
+// there on a file whose tail was zeroed); nothing acknowledged is lost, since the WAL keeps
+// what the close did not make durable.
+// Method: a backend whose writes panic once told to; close a store only read and one written,
+// each with the panics on; reopen and compare the heads.
+#[test]
+fn a_panic_in_redb_while_the_store_closes_stays_inside() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let acked = {
+        let store = Store::open(&path).unwrap();
+        store.create_session(&header("a")).unwrap();
+        store.append("a", 0, vec![title(0), title(1)]).unwrap()
+    };
+    let open = |panics: &Arc<AtomicBool>| {
+        let backend = PanickingBackend {
+            inner: FileBackend::new(open_rw(&path)).unwrap(),
+            panics: Arc::clone(panics),
+        };
+        Store::open_with_backend(&path, backend).unwrap()
+    };
+    let panics = Arc::new(AtomicBool::new(false));
+    let store = open(&panics);
+    assert_eq!(store.head("a").unwrap(), acked_head(&acked));
+    panics.store(true, Ordering::SeqCst);
+    let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(store)));
+    assert!(closed.is_ok(), "the close of a store only read panicked");
+    panics.store(false, Ordering::SeqCst);
+    let store = open(&panics);
+    let written = store.append("a", 2, vec![title(2)]).unwrap();
+    panics.store(true, Ordering::SeqCst);
+    let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(store)));
+    assert!(closed.is_ok(), "the close of a written store panicked");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.head("a").unwrap(), acked_head(&written));
+    assert!(store.verify(&[]).unwrap().iter().all(|r| r.ok()));
+}
