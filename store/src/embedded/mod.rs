@@ -792,7 +792,7 @@ impl Store {
     }
 
     /// The session's next seq and the chain hash at its head, for an auditor to pin: the head
-    /// of the last durable append group (see [`Store::with_durable_state`]).
+    /// of the last durable append group (see `Store::with_durable_state`).
     pub fn head(&self, session: &str) -> Result<Head, StoreError> {
         self.with_durable_state(session, SessionState::head)
     }
@@ -1081,7 +1081,7 @@ impl Store {
     }
 
     /// Runs `f` on the session's warm fold at the head of the last durable append group (no
-    /// copy of the fold is made; see [`Store::with_durable_state`]).
+    /// copy of the fold is made; see `Store::with_durable_state`).
     pub fn with_fold<T>(
         &self,
         session: &str,
