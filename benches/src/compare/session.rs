@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use sessionlog_engine::open::{open_store, Access, Location};
 use sessionlog_engine::store::Store;
 use sessionlog_engine::transfer::import_file;
@@ -469,28 +469,14 @@ fn point_in_time_cell(built: &Built, shape: &SessionShape) -> Cell {
 
 fn verify_cell(built: &Built, shape: &SessionShape) -> Cell {
     let runs = verify_runs(&built.store, shape.runs);
-    Cell {
-        workload: "verify",
-        params: params(&[("events", shape.n_events)]),
-        unit: "MiB/s",
-        higher_is_better: true,
-        ours: Stat::new(runs.ours, runs.peak_kib),
-        baselines: vec![("blake3", Stat::new(runs.hashes, 0))],
-        targets: vec![VERIFY_TARGET],
-        note: format!(
-            "`sessionlog verify --db` (a read-only open, then Store::verify) over {:.1} MiB \
-             of records, timed and its peak RSS taken in a fresh process, against blake3 alone \
-             over the same record bytes in memory",
-            runs.mib
-        ),
-    }
+    let note = format!(
+        "`sessionlog verify --db` (a read-only open, then Store::verify) over {:.1} MiB of \
+         records, timed and its peak RSS taken in a fresh process, against blake3 alone over \
+         the same record bytes in memory",
+        runs.mib
+    );
+    runs.cell("verify", params(&[("events", shape.n_events)]), note)
 }
-
-/// #23's verify target, on one session or many.
-const VERIFY_TARGET: Target = Target {
-    against: "blake3",
-    bound: Bound::AtLeast(0.5),
-};
 
 /// `verify` of a store of `n_sessions` sessions of `events_per_session` events each (V3 logs
 /// of seeds 1 and up, imported into one store under `dir`): what one session's cells cannot
@@ -513,23 +499,16 @@ pub fn verify_sessions_cell(
         std::fs::remove_file(&source).expect("the last source");
     }
     let runs = verify_runs(&store_path, runs);
-    Cell {
-        workload: "verify-sessions",
-        params: params(&[
-            ("sessions", n_sessions),
-            ("events", n_sessions * events_per_session),
-        ]),
-        unit: "MiB/s",
-        higher_is_better: true,
-        ours: Stat::new(runs.ours, runs.peak_kib),
-        baselines: vec![("blake3", Stat::new(runs.hashes, 0))],
-        targets: vec![VERIFY_TARGET],
-        note: format!(
-            "as verify, over a store of {n_sessions} sessions of {events_per_session} events \
-             ({:.1} MiB of records)",
-            runs.mib
-        ),
-    }
+    let note = format!(
+        "as verify, over a store of {n_sessions} sessions of {events_per_session} events \
+         ({:.1} MiB of records)",
+        runs.mib
+    );
+    let params = params(&[
+        ("sessions", n_sessions),
+        ("events", n_sessions * events_per_session),
+    ]);
+    runs.cell("verify-sessions", params, note)
 }
 
 /// What the verify cells measure, run by run.
@@ -540,6 +519,25 @@ struct VerifyRuns {
     hashes: Vec<f64>,
     peak_kib: u64,
     mib: f64,
+}
+
+impl VerifyRuns {
+    /// The cell: MiB/s against blake3, #23's target of at least 0.5x.
+    fn cell(self, workload: &'static str, params: Map<String, Value>, note: String) -> Cell {
+        Cell {
+            workload,
+            params,
+            unit: "MiB/s",
+            higher_is_better: true,
+            ours: Stat::new(self.ours, self.peak_kib),
+            baselines: vec![("blake3", Stat::new(self.hashes, 0))],
+            targets: vec![Target {
+                against: "blake3",
+                bound: Bound::AtLeast(0.5),
+            }],
+            note,
+        }
+    }
 }
 
 fn verify_runs(store_path: &Path, runs: usize) -> VerifyRuns {
