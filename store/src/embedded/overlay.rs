@@ -14,7 +14,7 @@ use std::fs::File;
 use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
@@ -42,6 +42,25 @@ pub(crate) struct OverlayBackend {
     /// Takes the file's locks (shared, see the module comment); `None` for a snapshot read.
     locks: Option<FileBackend>,
     state: RwLock<Overlay>,
+    /// The file's bytes read ahead of reads that follow one another (see [`Window`]).
+    window: Mutex<Window>,
+}
+
+/// Most bytes read ahead at once: sixteen pages.
+const WINDOW_BYTES: u64 = 64 << 10;
+
+/// A stretch of the file read ahead. redb reads a page at a time, and a walk over a table
+/// written in key order (a session's block parts, its records) reads pages that lie one after
+/// another in the file, each a `pread` of its own; a read near the one before it reads the
+/// next [`WINDOW_BYTES`] at once and serves the pages after it from memory. A read far from
+/// the one before (a lookup) reads only what it asks. Only the file's own bytes are kept: a
+/// read of a page written in memory, or past what the file shows, never comes here.
+#[derive(Debug, Default)]
+struct Window {
+    start: u64,
+    bytes: Vec<u8>,
+    /// Where the last read of the file ended.
+    last_end: u64,
 }
 
 #[derive(Debug)]
@@ -73,7 +92,39 @@ impl OverlayBackend {
                 file_visible_bytes: len,
                 pages: BTreeMap::new(),
             }),
+            window: Mutex::new(Window::default()),
         })
+    }
+
+    /// Reads `out.len()` bytes of the file at `offset`, all below `visible` (the bytes the file
+    /// shows), through the window read ahead.
+    fn read_file(&self, out: &mut [u8], offset: u64, visible: u64) -> Result<(), BackendIoError> {
+        let end = offset + out.len() as u64;
+        let Ok(mut window) = self.window.lock() else {
+            return self.file.read_exact_at(out, offset);
+        };
+        let window_end = window.start + window.bytes.len() as u64;
+        if offset >= window.start && end <= window_end {
+            let at = (offset - window.start) as usize;
+            out.copy_from_slice(&window.bytes[at..at + out.len()]);
+            window.last_end = end;
+            return Ok(());
+        }
+        let near = offset.abs_diff(window.last_end) <= WINDOW_BYTES;
+        window.last_end = end;
+        if !near || out.len() as u64 >= WINDOW_BYTES {
+            drop(window);
+            return self.file.read_exact_at(out, offset);
+        }
+        let len = (visible - offset).min(WINDOW_BYTES) as usize;
+        window.bytes.resize(len, 0);
+        if let Err(error) = self.file.read_exact_at(&mut window.bytes, offset) {
+            window.bytes.clear();
+            return Err(error);
+        }
+        window.start = offset;
+        out.copy_from_slice(&window.bytes[..out.len()]);
+        Ok(())
     }
 
     /// The bytes of `page` as redb sees them.
@@ -119,7 +170,7 @@ impl StorageBackend for OverlayBackend {
         if overlay.pages.range(first_page..last_page).next().is_none()
             && end <= overlay.file_visible_bytes
         {
-            return self.file.read_exact_at(out, offset);
+            return self.read_file(out, offset, overlay.file_visible_bytes);
         }
         let mut done = 0usize;
         while done < out.len() {
@@ -217,5 +268,121 @@ impl StorageBackend for OverlayBackend {
             Some(locks) => locks.unlock_range(start, end),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What redb may do to the storage.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A read of `len` bytes at `offset`, or (`next`) right after the last read.
+        Read {
+            offset: u64,
+            len: usize,
+            next: bool,
+        },
+        Write {
+            offset: u64,
+            len: usize,
+            byte: u8,
+        },
+        SetLen(u64),
+    }
+
+    const FILE_BYTES: u64 = 300 << 10;
+
+    fn op() -> impl Strategy<Value = Op> {
+        let len = prop_oneof![Just(4096usize), Just(9), Just(784), 1usize..20_000];
+        prop_oneof![
+            6 => (0..FILE_BYTES + 8192, len.clone(), any::<bool>())
+                .prop_map(|(offset, len, next)| Op::Read { offset, len, next }),
+            1 => (0..FILE_BYTES + 8192, 1usize..9000, any::<u8>())
+                .prop_map(|(offset, len, byte)| Op::Write { offset, len, byte }),
+            1 => (0..FILE_BYTES + 16_384).prop_map(Op::SetLen),
+        ]
+    }
+
+    /// Runs `ops` on an overlay of a file of known bytes and on the model of what redb sees (the
+    /// bytes, zeros where the storage grew); every read must give the model's bytes, or fail
+    /// past its end as the model says.
+    fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("file");
+        let mut model: Vec<u8> = (0..FILE_BYTES).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &model).unwrap();
+        let overlay = OverlayBackend::open(&path, Locking::None).unwrap();
+        let mut last_end = 0u64;
+        for op in ops {
+            match op {
+                Op::Read { offset, len, next } => {
+                    let offset = if next { last_end } else { offset };
+                    let mut out = vec![0xEE; len];
+                    let read = overlay.read(offset, &mut out);
+                    let end = offset + len as u64;
+                    if end > model.len() as u64 {
+                        prop_assert!(read.is_err(), "a read past the end at {offset}+{len}");
+                    } else {
+                        prop_assert!(read.is_ok(), "{read:?}");
+                        prop_assert!(
+                            out == model[offset as usize..end as usize],
+                            "the read at {offset}+{len}"
+                        );
+                        last_end = end;
+                    }
+                }
+                Op::Write { offset, len, byte } => {
+                    overlay.write(offset, &vec![byte; len]).unwrap();
+                    let end = (offset as usize) + len;
+                    if end > model.len() {
+                        model.resize(end, 0);
+                    }
+                    model[offset as usize..end].fill(byte);
+                }
+                Op::SetLen(len) => {
+                    overlay.set_len(len).unwrap();
+                    model.resize(len as usize, 0);
+                }
+            }
+        }
+        prop_assert_eq!(overlay.len().unwrap(), model.len() as u64);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+        // Goal: reads through the window read ahead give exactly the bytes redb wrote or the
+        // file holds, whatever mix of near and far reads, writes in memory and lengths set
+        // comes before them.
+        #[test]
+        fn reads_give_what_redb_sees(ops in proptest::collection::vec(op(), 1..60)) {
+            run(ops)?;
+        }
+    }
+
+    // Goal: a walk of the file a page at a time, as redb reads a table written in key order,
+    // is served from the window: one read of the file per window, not per page.
+    #[test]
+    fn pages_read_one_after_another_come_from_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("file");
+        let bytes: Vec<u8> = (0..FILE_BYTES).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let overlay = OverlayBackend::open(&path, Locking::None).unwrap();
+        let mut starts = Vec::new();
+        let mut page = vec![0; PAGE_BYTES as usize];
+        for at in (0..FILE_BYTES).step_by(PAGE_BYTES as usize) {
+            overlay.read(at, &mut page).unwrap();
+            assert_eq!(page, bytes[at as usize..(at + PAGE_BYTES) as usize]);
+            let start = overlay.window.lock().unwrap().start;
+            if starts.last() != Some(&start) {
+                starts.push(start);
+            }
+        }
+        assert_eq!(starts.len() as u64, FILE_BYTES.div_ceil(WINDOW_BYTES));
     }
 }
