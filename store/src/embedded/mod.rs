@@ -1126,7 +1126,7 @@ impl Store {
     /// Closes redb's file under a guard, before the fields drop: redb's close writes its
     /// allocator state, and on a damaged file (a page that does not read as the tree it
     /// should be) redb may panic there, which must not escape a drop. The file is then left
-    /// as it was before the close; the next open repairs it or refuses it. An empty
+    /// as far as redb's close got; the next open repairs it or refuses it. An empty
     /// in-memory database stands in for the fields' drop. A store whose database is shared
     /// still (a sealer that did not stop) leaves it to the last owner.
     fn close_database(&mut self) {
@@ -1147,9 +1147,9 @@ impl Store {
     fn close_writes(&mut self) {
         // Sealing, the durable commit, the compaction and redb's own close (which writes its
         // allocator state) change the file under snapshot readers: they wait for the gate,
-        // held until the fields drop, after redb's close (`Store::close_database`). A reader that holds it
-        // past the wait is not waited for: the close goes on, and what that reader reads
-        // next may fail its checksums (it reports damage, never a wrong record).
+        // held until the fields drop, after redb's close (`Store::close_database`). A reader
+        // that holds it past the wait is not waited for: the close goes on, and what that
+        // reader reads next may fail its checksums (it reports damage, never a wrong record).
         if let Some(gate) = &self.gate {
             let _ = gate.lock_within(gate::Mode::Exclusive, gate::CLOSE_WAIT);
         }
