@@ -42,6 +42,7 @@ pub(crate) fn insert_block(
 /// in the part numbers leaves the joined bytes short, which the block's length field catches.
 pub(crate) fn block_bytes(
     blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    session: &str,
     key: u64,
     first_seq: u64,
 ) -> Result<Option<Vec<u8>>, StoreError> {
@@ -52,7 +53,11 @@ pub(crate) fn block_bytes(
         .map_err(StoreError::storage)?;
     for (expected_part, entry) in (0u32..).zip(range) {
         let (stored_key, part) = entry.map_err(StoreError::storage)?;
-        if stored_key.value().2 != expected_part {
+        let (stored_session, stored_first_seq, part_number) = stored_key.value();
+        if (stored_session, stored_first_seq) != (key, first_seq) {
+            return Err(index_damaged(session, first_seq, stored_key.value()));
+        }
+        if part_number != expected_part {
             break;
         }
         out.extend_from_slice(part.value());
@@ -61,19 +66,58 @@ pub(crate) fn block_bytes(
     Ok(found.then_some(out))
 }
 
+/// A range of the blocks table gave `stored`, a key outside the range asked for the block at
+/// `first_seq`: redb never does that unless the table's pages are damaged (a search through
+/// a damaged branch page lands beside the key it looks for). Without this check the block
+/// would read as absent, and a read would end early as if the session ended there.
+fn index_damaged(session: &str, first_seq: u64, stored: (u64, u64, u32)) -> StoreError {
+    let (stored_session, stored_first_seq, part) = stored;
+    StoreError::corrupt_at(
+        session,
+        first_seq,
+        format!(
+            "the blocks table's index is damaged: asked for the block at {first_seq}, it gave \
+             part {part} of the block at {stored_first_seq} (session key {stored_session})"
+        ),
+    )
+}
+
 /// The first_seq of the block that would hold `seq`: the last block starting at or before it.
 fn block_start_at_or_before(
     blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    session: &str,
     key: u64,
     seq: u64,
 ) -> Result<Option<u64>, StoreError> {
     let mut range = blocks
         .range((key, 0, 0)..=(key, seq, u32::MAX))
         .map_err(StoreError::storage)?;
-    match range.next_back() {
-        Some(entry) => Ok(Some(entry.map_err(StoreError::storage)?.0.value().1)),
-        None => Ok(None),
+    let Some(entry) = range.next_back() else {
+        return Ok(None);
+    };
+    let stored = entry.map_err(StoreError::storage)?.0.value();
+    if stored.0 != key || stored.1 > seq {
+        return Err(index_damaged(session, seq, stored));
     }
+    Ok(Some(stored.1))
+}
+
+/// The seq after a session's last block by its first part's header (0 with no block; the
+/// block's first seq when that header does not read, the block's own read then failing):
+/// where its sealed records end, without reading the block.
+pub(crate) fn sealed_end_seq(
+    blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    session: &str,
+    key: u64,
+) -> Result<u64, StoreError> {
+    let Some(first_seq) = block_start_at_or_before(blocks, session, key, u64::MAX)? else {
+        return Ok(0);
+    };
+    let part = blocks
+        .get((key, first_seq, 0))
+        .map_err(StoreError::storage)?;
+    let header = part.and_then(|p| block::block_header(p.value()).ok());
+    Ok(header.map_or(first_seq, |h| h.end_seq().max(first_seq)))
 }
 
 /// Where a session's sealed blocks end: the seq after the last block (0 with none) and the
@@ -85,10 +129,10 @@ pub(crate) fn sealed_end(
     key: u64,
     genesis: &ChainHash,
 ) -> Result<(u64, ChainHash), StoreError> {
-    let Some(first_seq) = block_start_at_or_before(blocks, key, u64::MAX)? else {
+    let Some(first_seq) = block_start_at_or_before(blocks, session, key, u64::MAX)? else {
         return Ok((0, *genesis));
     };
-    let bytes = block_bytes(blocks, key, first_seq)?.ok_or_else(|| {
+    let bytes = block_bytes(blocks, session, key, first_seq)?.ok_or_else(|| {
         StoreError::corrupt_at(session, first_seq, "the block's first part is missing")
     })?;
     let header = block::check_block_crc(&bytes).map_err(|e| block_fault(session, first_seq, &e))?;
@@ -165,7 +209,7 @@ where
     fn load_block(&mut self, first_seq: u64) -> Result<Option<&Block>, StoreError> {
         let hit = matches!(&self.cached, Some(b) if b.header.first_seq == first_seq);
         if !hit {
-            let Some(bytes) = block_bytes(self.blocks, self.key, first_seq)? else {
+            let Some(bytes) = block_bytes(self.blocks, self.session, self.key, first_seq)? else {
                 return Ok(None);
             };
             if let Some(old) = self.cached.take() {
@@ -196,9 +240,27 @@ where
         Ok(header.is_some_and(|h| h.first_seq == first_seq && h.end_seq() <= seq))
     }
 
+    /// Checks that no block starts after `first_seq`, where a block was looked for and not
+    /// found: the sealed records end there (the rest, if any, is in the events table). A later
+    /// block means the one at `first_seq` is lost to a damaged index or a lost part, and a
+    /// read that went on past it as if the session ended would return a short session.
+    fn check_none_after(&self, first_seq: u64) -> Result<(), StoreError> {
+        match block_start_at_or_before(self.blocks, self.session, self.key, u64::MAX)? {
+            Some(last) if last > first_seq => Err(StoreError::corrupt_at(
+                self.session,
+                first_seq,
+                format!(
+                    "the block at {first_seq} is missing, though a later block starts at {last}"
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The sealed record of `seq`, or `None` when no block holds it.
     pub(crate) fn record(&mut self, seq: u64) -> Result<Option<&[u8]>, StoreError> {
-        let Some(first_seq) = block_start_at_or_before(self.blocks, self.key, seq)? else {
+        let Some(first_seq) = block_start_at_or_before(self.blocks, self.session, self.key, seq)?
+        else {
             return Ok(None);
         };
         let Some(block) = self.load_block(first_seq)? else {
@@ -270,7 +332,12 @@ where
             .is_some();
         let start = match unsealed {
             true => None,
-            false => block_start_at_or_before(self.sealed.blocks, self.key, from_seq)?,
+            false => block_start_at_or_before(
+                self.sealed.blocks,
+                self.sealed.session,
+                self.key,
+                from_seq,
+            )?,
         };
         // A range past the last block (a tail asking for what comes after the head) must not
         // decode that block: its first part's header says where it ends.
@@ -281,6 +348,7 @@ where
         if let Some(mut first_seq) = start {
             while next < to_seq {
                 let Some(block) = self.sealed.load_block(first_seq)? else {
+                    self.sealed.check_none_after(first_seq)?;
                     break;
                 };
                 let mut prev_chain = block.header.chain_in;

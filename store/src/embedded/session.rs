@@ -15,7 +15,7 @@ use sessionlog_format::relations::{FactJournal, Identity};
 use sessionlog_format::rules::RuleContext;
 use sessionlog_format::{Event, SessionHeader};
 
-use super::blocks::{check_link, Records, BLOCKS};
+use super::blocks::{self, check_link, Records, BLOCKS};
 use super::sealer::Pending;
 use super::tables::{
     self, CheckpointRecord, SessionRecord, CHECKPOINTS, EVENTS, FACT_SEGMENTS, KEPT_CHECKPOINTS,
@@ -518,7 +518,51 @@ pub(crate) fn read_range(
             Ok(())
         },
     )?;
+    let end_seq = from_seq.saturating_add(out.len() as u64);
+    check_reached(txn, session, record.key, end_seq, to_seq)?;
     Ok(out)
+}
+
+/// A walk of the snapshot `txn` that ended at `end_seq`, before `to_seq`, must have met the
+/// session's end in that snapshot: past its last block, its last record in the events table
+/// and its latest checkpoint (written with the records it covers). Records a damaged table no
+/// longer finds (a lost block, a search that lands beside its key) end a walk early as if the
+/// session ended there; without this check a short read would pass for a whole one (an
+/// export would write a shorter log and succeed).
+fn check_reached(
+    txn: &ReadTransaction,
+    session: &str,
+    key: u64,
+    end_seq: u64,
+    to_seq: u64,
+) -> Result<(), StoreError> {
+    if end_seq >= to_seq {
+        return Ok(());
+    }
+    let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
+    let blocks = txn.open_table(BLOCKS).map_err(StoreError::storage)?;
+    let mut stored_end = blocks::sealed_end_seq(&blocks, session, key)?;
+    let last_unsealed = events
+        .range((key, 0)..=(key, u64::MAX))
+        .map_err(StoreError::storage)?
+        .next_back();
+    if let Some(entry) = last_unsealed {
+        let seq = entry.map_err(StoreError::storage)?.0.value().1;
+        stored_end = stored_end.max(seq.saturating_add(1));
+    }
+    let checkpoints = txn.open_table(CHECKPOINTS).map_err(StoreError::storage)?;
+    let checkpoint = checkpoints.get(key).map_err(StoreError::storage)?;
+    if let Some(next_seq) = checkpoint.and_then(|b| tables::checkpoint_next_seq(b.value())) {
+        stored_end = stored_end.max(next_seq);
+    }
+    if end_seq < stored_end.min(to_seq) {
+        return Err(StoreError::corrupt_at(
+            session,
+            end_seq,
+            format!("the record is missing (the session's records reach {stored_end})"),
+        ));
+    }
+    Ok(())
 }
 
 /// Folds the session through `at_seq` (the head when `None`): from the nearest checkpoint at
@@ -557,6 +601,14 @@ pub(crate) fn fold_at(
             fold.admit(Arc::new(event))
                 .map_err(|v| StoreError::corrupt_at(session, seq, v))
         },
+    )?;
+    // A fold that ended early is corruption, also where it would say the seq is past the end.
+    check_reached(
+        txn,
+        session,
+        record.key,
+        fold.admission().next_seq(),
+        to_seq,
     )?;
     if let Some(at) = at_seq {
         let next_seq = fold.admission().next_seq();

@@ -244,6 +244,17 @@ pub(crate) fn decode_checkpoint(bytes: &[u8]) -> Result<CheckpointRecord, String
     })
 }
 
+/// The next_seq of a checkpoint record whose crc holds (what [`decode_checkpoint`] gives,
+/// without copying the body).
+pub(crate) fn checkpoint_next_seq(bytes: &[u8]) -> Option<u64> {
+    if bytes.len() < CHECKPOINT_HEADER_BYTES || crc32(&bytes[4..]) != u32_le(&bytes[..4]) {
+        return None;
+    }
+    Some(u64::from_le_bytes(
+        bytes[8..16].try_into().expect("8-byte field"),
+    ))
+}
+
 fn crc32(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }
