@@ -113,11 +113,22 @@ pub(crate) fn sealed_end_seq(
     let Some(first_seq) = block_start_at_or_before(blocks, session, key, u64::MAX)? else {
         return Ok(0);
     };
+    let header = first_part_header(blocks, key, first_seq)?;
+    Ok(header.map_or(first_seq, |h| h.end_seq()))
+}
+
+/// The header in the first part of the block at `first_seq`, when it reads and says that seq
+/// (`None` otherwise: the block's own read then reports what is wrong).
+fn first_part_header(
+    blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    key: u64,
+    first_seq: u64,
+) -> Result<Option<BlockHeader>, StoreError> {
     let part = blocks
         .get((key, first_seq, 0))
         .map_err(StoreError::storage)?;
     let header = part.and_then(|p| block::block_header(p.value()).ok());
-    Ok(header.map_or(first_seq, |h| h.end_seq().max(first_seq)))
+    Ok(header.filter(|h| h.first_seq == first_seq))
 }
 
 /// Where a session's sealed blocks end: the seq after the last block (0 with none) and the
@@ -232,12 +243,8 @@ where
         if let Some(block) = cached {
             return Ok(block.header.end_seq() <= seq);
         }
-        let part = self
-            .blocks
-            .get((self.key, first_seq, 0))
-            .map_err(StoreError::storage)?;
-        let header = part.and_then(|p| block::block_header(p.value()).ok());
-        Ok(header.is_some_and(|h| h.first_seq == first_seq && h.end_seq() <= seq))
+        let header = first_part_header(self.blocks, self.key, first_seq)?;
+        Ok(header.is_some_and(|h| h.end_seq() <= seq))
     }
 
     /// Checks that no block starts after `first_seq`, where a block was looked for and not

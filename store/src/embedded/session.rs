@@ -7,7 +7,7 @@
 use crate::types::Head;
 use std::sync::Arc;
 
-use redb::{ReadTransaction, ReadableTable};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
 use sessionlog_format::binary;
 use sessionlog_format::fold::{FoldCheckpoint, SessionFold, FOLD_CHECKPOINT_VERSION};
 use sessionlog_format::record::{self, ChainHash};
@@ -447,6 +447,8 @@ where
 
 /// Walks records `from_seq..to_seq` in order, checking crc, chain link and seq density, and
 /// calls `f` with each event. `chain` is the chain before `from_seq` and ends at the last one.
+/// A walk that ends before `to_seq` must end where the session does ([`check_reached`]), so
+/// that no reader (a range read, a fold, a session's load) takes a short walk for a whole one.
 pub(crate) fn for_each_record(
     txn: &ReadTransaction,
     session: &str,
@@ -472,7 +474,8 @@ pub(crate) fn for_each_record(
             .map_err(|e| StoreError::corrupt_at(session, seq, e))?;
         *chain = header.chain;
         f(event)
-    })
+    })?;
+    check_reached(txn, &events, &blocks, session, key, expected_seq, to_seq)
 }
 
 /// The chain hash after `seq` as stored in its record (the genesis for `None`).
@@ -518,8 +521,6 @@ pub(crate) fn read_range(
             Ok(())
         },
     )?;
-    let end_seq = from_seq.saturating_add(out.len() as u64);
-    check_reached(txn, session, record.key, end_seq, to_seq)?;
     Ok(out)
 }
 
@@ -531,6 +532,8 @@ pub(crate) fn read_range(
 /// export would write a shorter log and succeed).
 fn check_reached(
     txn: &ReadTransaction,
+    events: &ReadOnlyTable<(u64, u64), &'static [u8]>,
+    blocks: &ReadOnlyTable<(u64, u64, u32), &'static [u8]>,
     session: &str,
     key: u64,
     end_seq: u64,
@@ -539,9 +542,7 @@ fn check_reached(
     if end_seq >= to_seq {
         return Ok(());
     }
-    let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
-    let blocks = txn.open_table(BLOCKS).map_err(StoreError::storage)?;
-    let mut stored_end = blocks::sealed_end_seq(&blocks, session, key)?;
+    let mut stored_end = blocks::sealed_end_seq(blocks, session, key)?;
     let last_unsealed = events
         .range((key, 0)..=(key, u64::MAX))
         .map_err(StoreError::storage)?
@@ -601,14 +602,6 @@ pub(crate) fn fold_at(
             fold.admit(Arc::new(event))
                 .map_err(|v| StoreError::corrupt_at(session, seq, v))
         },
-    )?;
-    // A fold that ended early is corruption, also where it would say the seq is past the end.
-    check_reached(
-        txn,
-        session,
-        record.key,
-        fold.admission().next_seq(),
-        to_seq,
     )?;
     if let Some(at) = at_seq {
         let next_seq = fold.admission().next_seq();
