@@ -43,19 +43,11 @@ impl Store {
             let mut walked = TableCounts::default();
             let store_version = super::read_store_version(&txn)?;
             let mut blocks_ahead = BlocksAhead::start(&txn)?;
-            // Each session's record is read one session ahead, so that the block reader, told
-            // the next session's key before the walk starts on this one, reads on into it.
-            let mut records = ids
-                .iter()
-                .map(|id| (id, stored_session_record(&txn, id)))
-                .peekable();
-            if let Some((_, Ok(first))) = records.peek() {
-                blocks_ahead.announce(first.key);
-            }
-            while let Some((id, record)) = records.next() {
-                if let Some((_, Ok(following))) = records.peek() {
-                    blocks_ahead.announce(following.key);
-                }
+            // Sessions' records are read up to `SESSIONS_AHEAD` sessions ahead of the walk,
+            // and each sound one is announced to the block reader then, so that it reads on
+            // into the sessions after the one walked while it has room (`decode_ahead`).
+            let mut ahead = SessionsAhead::new(&txn, &ids, &mut blocks_ahead);
+            while let Some((id, record)) = ahead.next(&mut blocks_ahead) {
                 let (report, counts) =
                     verify_session(&txn, &mut blocks_ahead, id, record, store_version)?;
                 reports.push(report);
@@ -73,6 +65,59 @@ impl Store {
             )?;
             Ok(reports)
         })
+    }
+}
+
+/// How many sessions' records the walk reads, and announces to the block reader, ahead of
+/// the session it walks. The reader's own bound on what it holds ([`decode_ahead`]) is in
+/// blocks and records; this one bounds the headers held.
+///
+/// [`decode_ahead`]: super::decode_ahead
+const SESSIONS_AHEAD: usize = 16;
+
+/// The sessions' records read ahead of the walk, in the order verified.
+struct SessionsAhead<'a> {
+    txn: &'a ReadTransaction,
+    ids: std::slice::Iter<'a, String>,
+    read: std::collections::VecDeque<(&'a String, Result<SessionRecord, StoreError>)>,
+}
+
+impl<'a> SessionsAhead<'a> {
+    fn new(
+        txn: &'a ReadTransaction,
+        ids: &'a [String],
+        blocks_ahead: &mut BlocksAhead,
+    ) -> SessionsAhead<'a> {
+        let mut ahead = SessionsAhead {
+            txn,
+            ids: ids.iter(),
+            read: std::collections::VecDeque::with_capacity(SESSIONS_AHEAD + 1),
+        };
+        ahead.fill(blocks_ahead);
+        ahead
+    }
+
+    /// Reads records until `SESSIONS_AHEAD` are held besides the one walked next, announcing
+    /// each sound one.
+    fn fill(&mut self, blocks_ahead: &mut BlocksAhead) {
+        while self.read.len() <= SESSIONS_AHEAD {
+            let Some(id) = self.ids.next() else { return };
+            let record = stored_session_record(self.txn, id);
+            if let Ok(record) = &record {
+                blocks_ahead.announce(record.key);
+            }
+            self.read.push_back((id, record));
+        }
+    }
+
+    /// The next session to walk and its record, one more read ahead.
+    fn next(
+        &mut self,
+        blocks_ahead: &mut BlocksAhead,
+    ) -> Option<(&'a String, Result<SessionRecord, StoreError>)> {
+        let next = self.read.pop_front()?;
+        self.fill(blocks_ahead);
+        Some(next)
     }
 }
 

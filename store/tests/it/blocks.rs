@@ -619,3 +619,91 @@ fn a_lost_block_never_reads_as_a_shorter_session() {
         }
     }
 }
+
+// Goal: verify of a store of many sessions, whose block reader is told of sessions well
+// ahead of the walk, reports each damage at its own session and at no other: a session
+// record that cannot be decoded (a session the reader is never told of), and a damaged block
+// of a later session within the same window.
+// Method: 40 sessions of 120 generated events, each sealed into one block at close. Cut the
+// 10th session's record short and flip a byte of the 14th's block. Verify reports one session
+// fault for the 10th, one checksum fault at seq 0 for the 14th, and the other 38 clean with
+// all their events and the heads their reads give. Besides, every report ends with the blocks
+// table's count of the parts no session's walk reached (the 10th's).
+#[test]
+fn sessions_read_ahead_keep_their_own_faults() {
+    const SESSIONS_TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+    const N_SESSIONS: usize = 40;
+    const PER_SESSION: u64 = 120;
+    let (dir, store) = temp_store();
+    let mut ids = Vec::new();
+    for i in 0..N_SESSIONS {
+        let (mut header, batches) = generated(PER_SESSION, i as u64 + 1);
+        header.id = format!("s{i:02}");
+        store.create_session(&header).unwrap();
+        let events: Vec<Event> = batches.into_iter().flatten().collect();
+        store.append(&header.id, 0, events).unwrap();
+        ids.push(header.id);
+    }
+    drop(store);
+    let store = Store::open(&store_path(&dir)).unwrap();
+    let heads: Vec<ChainHash> = ids.iter().map(|id| store.head(id).unwrap().chain).collect();
+    drop(store);
+    let (cut, flipped) = (10, 14);
+    let flipped_key = {
+        let db = Database::create(store_path(&dir)).unwrap();
+        let txn = db.begin_read().unwrap();
+        let blocks = txn.open_table(BLOCKS).unwrap();
+        let keys: std::collections::BTreeSet<u64> = blocks
+            .iter()
+            .unwrap()
+            .map(|entry| entry.unwrap().0.value().0)
+            .collect();
+        assert_eq!(keys.len(), N_SESSIONS, "each session sealed at close");
+        keys.into_iter().nth(flipped).unwrap()
+    };
+    edit_blocks(&dir, |blocks| {
+        let mut bytes = blocks
+            .get((flipped_key, 0, 0))
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        bytes[200] ^= 0x08;
+        blocks
+            .insert((flipped_key, 0, 0), bytes.as_slice())
+            .unwrap();
+    });
+    {
+        let db = Database::create(store_path(&dir)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut sessions = txn.open_table(SESSIONS_TABLE).unwrap();
+            sessions.insert(ids[cut].as_str(), &[1u8][..]).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let store = Store::open(&store_path(&dir)).unwrap();
+    let reports = store.verify(&[]).unwrap();
+    let named: Vec<&str> = reports.iter().map(|r| r.session.as_str()).collect();
+    assert_eq!(named, ids.iter().map(String::as_str).collect::<Vec<_>>());
+    for (i, report) in reports.iter().enumerate() {
+        let (count, own) = report.faults.split_last().unwrap();
+        assert!(
+            count.kind == FaultKind::Missing
+                && count.message.starts_with("the blocks table counts"),
+            "session {i}: {report:?}"
+        );
+        let kinds: Vec<(Option<u64>, FaultKind)> = own.iter().map(|f| (f.seq, f.kind)).collect();
+        match i {
+            _ if i == cut => assert_eq!(kinds, vec![(None, FaultKind::Session)], "{report:?}"),
+            _ if i == flipped => {
+                assert_eq!(kinds, vec![(Some(0), FaultKind::Checksum)], "{report:?}");
+            }
+            _ => {
+                assert_eq!(kinds, vec![], "session {i}: {report:?}");
+                assert_eq!(report.events, PER_SESSION, "session {i}");
+                assert_eq!(report.head_chain, heads[i], "session {i}");
+            }
+        }
+    }
+}
