@@ -8,8 +8,9 @@
 //! random position; then opens it, runs `verify`, and reads every session back. A trial is
 //! *detected* when the open, a read or `verify` reports it; *recovered* when everything reads
 //! back equal to the original and `verify` is clean (the damage hit free or stale space);
-//! *undetected* when `verify` is clean but some session reads back different. A panic is
-//! counted apart. When the damage lies inside a live event record, `verify` must name that seq;
+//! *undetected* when `verify` is clean but some session reads back different. A trial that
+//! `verify` calls clean and a read refuses is detected, and counted apart as *missed by
+//! verify*: verify must find whatever a read refuses. A panic is counted apart. When the damage lies inside a live event record, `verify` must name that seq;
 //! inside a part of a sealed block, the block's first seq (a block is reported as one fault).
 //!
 //! Exported files: the same damage to a `.jsonl.zstd` and a raw `.jsonl` export, read back
@@ -114,6 +115,8 @@ struct Counts {
     recovered: u64,
     undetected: u64,
     panics: u64,
+    /// Trials that verify called clean and a read refused (counted as detected too).
+    missed_by_verify: u64,
     /// Trials whose damage lay inside a live record, and those where verify named its seq.
     in_record: u64,
     located: u64,
@@ -200,7 +203,11 @@ fn locate_records(path: &Path, bytes: &[u8]) -> Result<RecordSpans, String> {
 }
 
 enum Outcome {
-    Detected { seqs: Vec<u64> },
+    Detected {
+        seqs: Vec<u64>,
+    },
+    /// Verify was clean; a read refused (what it said).
+    MissedByVerify(String),
     Recovered,
     Undetected(String),
 }
@@ -222,15 +229,17 @@ fn judge_store(path: &Path, sessions: &Sessions) -> Outcome {
     if reports.iter().any(|r| !r.ok()) {
         return detected(faulty);
     }
-    let Ok(ids) = store.sessions() else {
-        return detected(vec![]);
+    let ids = match store.sessions() {
+        Ok(ids) => ids,
+        Err(error) => return Outcome::MissedByVerify(format!("sessions: {error}")),
     };
     if ids.len() != sessions.len() {
         return Outcome::Undetected(format!("verify is clean but {} sessions", ids.len()));
     }
     for (id, events) in sessions {
-        let Ok(head) = store.head(id) else {
-            return detected(vec![]);
+        let head = match store.head(id) {
+            Ok(head) => head,
+            Err(error) => return Outcome::MissedByVerify(format!("{id}: head: {error}")),
         };
         match store.read_range(id, 0, head.next_seq) {
             Ok(read) if read == *events => {}
@@ -242,7 +251,7 @@ fn judge_store(path: &Path, sessions: &Sessions) -> Outcome {
                     events.len()
                 ));
             }
-            Err(_) => return detected(vec![]),
+            Err(error) => return Outcome::MissedByVerify(format!("{id}: read: {error}")),
         }
     }
     Outcome::Recovered
@@ -280,6 +289,11 @@ fn store_campaign(trials: u64, rng: &mut Rng, dir: &Path) -> Result<Counts, Stri
                         counts.located += 1;
                     }
                 }
+            }
+            Ok(Outcome::MissedByVerify(what)) => {
+                counts.detected += 1;
+                counts.missed_by_verify += 1;
+                eprintln!("trial {trial}: {kind:?} at {at} (+{n}): MISSED BY VERIFY: {what}");
             }
             Ok(Outcome::Recovered) => counts.recovered += 1,
             Ok(Outcome::Undetected(what)) => {
@@ -577,8 +591,9 @@ fn run(trials: u64, seed: u64) -> Result<bool, String> {
     let store = store_campaign(trials, &mut rng, dir.path())?;
     println!("{}", store.line("store file"));
     println!(
-        "store file: {} damaged live records or block parts, verify named the seq of {}",
-        store.in_record, store.located
+        "store file: {} damaged live records or block parts, verify named the seq of {}; {} \
+         clean to verify and refused by a read",
+        store.in_record, store.located, store.missed_by_verify
     );
     let wal_trials = (trials / 4).max(40);
     let wal = wal_campaign(wal_trials, &mut rng, dir.path())?;
@@ -607,6 +622,7 @@ fn run(trials: u64, seed: u64) -> Result<bool, String> {
     );
     println!("{}", raw.sealed.line(".jsonl, sealed verify"));
     let ok = store.undetected == 0
+        && store.missed_by_verify == 0
         && wal.silent == 0
         && wal.undetected == 0
         && wal.panics == 0

@@ -48,10 +48,7 @@ pub(crate) fn block_bytes(
 ) -> Result<Option<Vec<u8>>, StoreError> {
     let mut out = Vec::new();
     let mut found = false;
-    let range = blocks
-        .range((key, first_seq, 0)..=(key, first_seq, u32::MAX))
-        .map_err(StoreError::storage)?;
-    for (expected_part, entry) in (0u32..).zip(range) {
+    for (expected_part, entry) in (0u32..).zip(parts(blocks, key, first_seq)?) {
         let (stored_key, part) = entry.map_err(StoreError::storage)?;
         let (stored_session, stored_first_seq, part_number) = stored_key.value();
         if (stored_session, stored_first_seq) != (key, first_seq) {
@@ -64,6 +61,20 @@ pub(crate) fn block_bytes(
         found = true;
     }
     Ok(found.then_some(out))
+}
+
+/// A range of the blocks table.
+type PartsRange<'a> = redb::Range<'a, (u64, u64, u32), &'static [u8]>;
+
+/// The parts of the block at `first_seq` of session `key`, as every read of a block asks
+/// for them (a search for its first part, then the pages in order).
+fn parts<T>(blocks: &T, key: u64, first_seq: u64) -> Result<PartsRange<'_>, StoreError>
+where
+    T: ReadableTable<(u64, u64, u32), &'static [u8]>,
+{
+    blocks
+        .range((key, first_seq, 0)..=(key, first_seq, u32::MAX))
+        .map_err(StoreError::storage)
 }
 
 /// A range of the blocks table gave `stored`, a key outside the range asked for the block at
@@ -89,17 +100,128 @@ fn block_start_at_or_before(
     key: u64,
     seq: u64,
 ) -> Result<Option<u64>, StoreError> {
-    let mut range = blocks
-        .range((key, 0, 0)..=(key, seq, u32::MAX))
-        .map_err(StoreError::storage)?;
-    let Some(entry) = range.next_back() else {
+    let Some(stored) = search(blocks, key, seq)? else {
         return Ok(None);
     };
-    let stored = entry.map_err(StoreError::storage)?.0.value();
     if stored.0 != key || stored.1 > seq {
         return Err(index_damaged(session, seq, stored));
     }
     Ok(Some(stored.1))
+}
+
+/// The key a search of the blocks table for the block holding `seq` of session `key` lands on:
+/// the last at or before `(key, seq, u32::MAX)`, as every read of a sealed seq searches.
+fn search(
+    blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    key: u64,
+    seq: u64,
+) -> Result<Option<(u64, u64, u32)>, StoreError> {
+    let mut range = blocks
+        .range((key, 0, 0)..=(key, seq, u32::MAX))
+        .map_err(StoreError::storage)?;
+    match range.next_back() {
+        None => Ok(None),
+        Some(entry) => Ok(Some(entry.map_err(StoreError::storage)?.0.value())),
+    }
+}
+
+/// What is wrong when a read of the block at `first_seq` of session `key`, found where it is
+/// by a walk of the table in order, would not find it. Reads search the table three ways, each
+/// asked here as a read asks it: for the block holding a seq ([`block_start_at_or_before`],
+/// here for the block's first seq and its last, `end_seq - 1`, when its header says where it
+/// ends), for a block's parts ([`block_bytes`]: this block's, and at `end_seq` the next
+/// block's, which must be there or absent), and for its first part alone
+/// ([`first_part_header`]). The pages in order hold the block, so a search landing beside it
+/// means a damaged branch page: reads of those seqs are refused ([`index_damaged`]), and a
+/// walk in order never sees it. `None` when every search lands where it should.
+pub(crate) fn search_problem(
+    blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    key: u64,
+    first_seq: u64,
+    end_seq: Option<u64>,
+) -> Result<Option<String>, StoreError> {
+    let last_seq = end_seq.map(|end| end.saturating_sub(1));
+    for seq in std::iter::once(first_seq).chain(last_seq.filter(|&last| last > first_seq)) {
+        let found = search(blocks, key, seq)?;
+        if !matches!(found, Some((k, s, _)) if (k, s) == (key, first_seq)) {
+            let search = format!("a search for the block holding seq {seq}");
+            return Ok(Some(landed_beside(&search, found, first_seq)));
+        }
+    }
+    let first_part = first_key(parts(blocks, key, first_seq)?)?;
+    if first_part != Some((key, first_seq, 0)) {
+        let search = format!("a search for the parts of the block at {first_seq}");
+        return Ok(Some(landed_beside(&search, first_part, first_seq)));
+    }
+    if blocks
+        .get((key, first_seq, 0))
+        .map_err(StoreError::storage)?
+        .is_none()
+    {
+        let search = format!("a lookup of the first part of the block at {first_seq}");
+        return Ok(Some(landed_beside(&search, None, first_seq)));
+    }
+    if let Some(end_seq) = end_seq {
+        let next = first_key(parts(blocks, key, end_seq)?)?;
+        if next.is_some_and(|found| found != (key, end_seq, 0)) {
+            let search = format!("a search for the block after it, at {end_seq},");
+            return Ok(Some(landed_beside(&search, next, first_seq)));
+        }
+    }
+    Ok(None)
+}
+
+/// What is wrong when the search for a session's last block, which a read makes to tell where
+/// its sealed records end ([`sealed_end_seq`], and a read that finds no block where it looks),
+/// does not land on the last block a walk of the table in order found (`last`, its first seq;
+/// `None` with no block). `None` when it does.
+pub(crate) fn last_block_problem(
+    blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    key: u64,
+    last: Option<u64>,
+) -> Result<Option<String>, StoreError> {
+    let found = search(blocks, key, u64::MAX)?;
+    Ok(match (found, last) {
+        (None, None) => None,
+        (Some((k, s, _)), Some(last)) if (k, s) == (key, last) => None,
+        (found, Some(last)) => Some(landed_beside(
+            "a search for the session's last block",
+            found,
+            last,
+        )),
+        (found, None) => Some(format!(
+            "the blocks table's index is damaged: a search for the session's last block finds \
+             {}, though the table's pages in order hold no block of the session",
+            describe_found(found)
+        )),
+    })
+}
+
+/// The first key of a range of the blocks table.
+fn first_key(mut range: PartsRange<'_>) -> Result<Option<(u64, u64, u32)>, StoreError> {
+    match range.next() {
+        None => Ok(None),
+        Some(entry) => Ok(Some(entry.map_err(StoreError::storage)?.0.value())),
+    }
+}
+
+/// The fault of a search of the blocks table (`search`, what it asked) that found `found`
+/// where the pages in order hold the block at `first_seq`.
+fn landed_beside(search: &str, found: Option<(u64, u64, u32)>, first_seq: u64) -> String {
+    format!(
+        "the blocks table's index is damaged: {search} finds {}, though the table's pages in \
+         order hold the block at {first_seq}; reads of its seqs are refused",
+        describe_found(found)
+    )
+}
+
+fn describe_found(found: Option<(u64, u64, u32)>) -> String {
+    match found {
+        Some((stored_key, stored_first_seq, part)) => {
+            format!("part {part} of the block at {stored_first_seq} (session key {stored_key})")
+        }
+        None => "nothing".to_owned(),
+    }
 }
 
 /// The seq after a session's last block by its first part's header (0 with no block; the

@@ -176,11 +176,36 @@ fn verify_session(
             .map_err(StoreError::storage)?
             .map(|bytes| bytes.value().to_vec()))
     };
-    // The blocks first, each read and decoded ahead of the walk (`decode_ahead`).
+    let blocks_table = match txn.open_table(BLOCKS) {
+        Ok(blocks) => Some(blocks),
+        Err(redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(StoreError::storage(e)),
+    };
+    // The blocks first, each read and decoded ahead of the walk (`decode_ahead`), and each
+    // searched for as reads search for it (a walk in order never uses the index's separators).
+    let mut last_block = None;
     counts.parts = blocks_ahead.session(key, |decoded| {
         walk.block(decoded);
+        if let Some(blocks) = &blocks_table {
+            let first_seq = decoded.stored.first_seq;
+            last_block = Some(first_seq);
+            let end_seq = match &decoded.block {
+                Ok(block) => Some(block.header.end_seq()),
+                Err(_) => blocks::header_of(&decoded.stored.bytes)
+                    .filter(|header| header.first_seq == first_seq)
+                    .map(|header| header.end_seq()),
+            };
+            if let Some(message) = blocks::search_problem(blocks, key, first_seq, end_seq)? {
+                walk.fault(first_seq, FaultKind::Missing, message);
+            }
+        }
         walk.check_kept(fetch_kept)
     })?;
+    if let Some(blocks) = &blocks_table {
+        if let Some(message) = blocks::last_block_problem(blocks, key, last_block)? {
+            walk.fault(last_block.unwrap_or(0), FaultKind::Missing, message);
+        }
+    }
     let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
     for entry in events
         .range((key, 0)..=(key, u64::MAX))

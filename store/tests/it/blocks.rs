@@ -707,3 +707,86 @@ fn sessions_read_ahead_keep_their_own_faults() {
         }
     }
 }
+
+// Goal: whatever damage to the blocks table's index makes a read refuse a session, verify
+// reports too: it searches for every block as a read does, besides walking the table in
+// order (a walk in order passes over a branch page's separators, which only a search uses).
+// Method: a closed store of one session sealed into several blocks. A part fills a leaf page,
+// so the blocks table's branch page holds a separator per part: the page of the file where
+// the table's keys sit packed. Bits of the seq field of 32 separators spread over it are
+// flipped one at a time; the store is opened, verified and read whole. A read refused while
+// verify is clean fails the test; at least one flip must make a read refuse, or the test
+// would test nothing.
+#[test]
+fn damage_to_the_blocks_index_that_reads_refuse_is_found_by_verify() {
+    let (dir, header, _) = filled(N_EVENTS);
+    let keys: Vec<[u8; 20]> = {
+        let db = Database::create(store_path(&dir)).unwrap();
+        let txn = db.begin_read().unwrap();
+        let blocks = txn.open_table(BLOCKS).unwrap();
+        let keys = blocks.iter().unwrap().map(|entry| {
+            let (key, first_seq, part) = entry.unwrap().0.value();
+            let mut bytes = [0u8; 20];
+            bytes[..8].copy_from_slice(&key.to_le_bytes());
+            bytes[8..16].copy_from_slice(&first_seq.to_le_bytes());
+            bytes[16..].copy_from_slice(&part.to_le_bytes());
+            bytes
+        });
+        keys.collect()
+    };
+    let clean = std::fs::read(store_path(&dir)).unwrap();
+    // Each key's copies in the file; a separator is the copy in the 4 KiB page holding most.
+    let copies: Vec<Vec<usize>> = keys
+        .iter()
+        .filter(|key| key[8..16] != [0; 8])
+        .map(|key| {
+            let at = clean.windows(key.len()).enumerate();
+            at.filter(|(_, window)| window == key)
+                .map(|(at, _)| at)
+                .collect()
+        })
+        .collect();
+    let mut per_page = std::collections::BTreeMap::<usize, usize>::new();
+    for at in copies.iter().flatten() {
+        *per_page.entry(at / 4096).or_default() += 1;
+    }
+    let (&branch, &held) = per_page.iter().max_by_key(|(_, n)| **n).unwrap();
+    assert!(
+        held > 16,
+        "a branch page holds the separators: {per_page:?}"
+    );
+    let separators: Vec<usize> = copies
+        .iter()
+        .filter_map(|at| at.iter().copied().find(|at| at / 4096 == branch))
+        .collect();
+    let step = (separators.len() / 32).max(1);
+    let (mut refused, mut trials) = (0, 0);
+    let trial_dir = tempfile::tempdir().unwrap();
+    let trial_path = trial_dir.path().join("trial.redb");
+    for &at in separators.iter().step_by(step) {
+        // Bits 3 to 10 of the seq: a separator moved by 8 to 1024 seqs.
+        for bit in 3..11 {
+            let byte = at + 8 + bit / 8;
+            let mut bytes = clean.clone();
+            bytes[byte] ^= 1 << (bit % 8);
+            std::fs::write(&trial_path, &bytes).unwrap();
+            let Ok(store) = Store::open_read_only(&trial_path) else {
+                continue;
+            };
+            trials += 1;
+            let verified = store.verify(&[]);
+            let clean_verify = matches!(&verified, Ok(reports) if reports.iter().all(|r| r.ok()));
+            let read = store.read_range(&header.id, 0, u64::MAX);
+            if let Err(error) = read {
+                refused += 1;
+                assert!(
+                    !clean_verify,
+                    "byte {byte} bit {}: verify is clean, the read refuses: {error}",
+                    bit % 8,
+                );
+            }
+        }
+    }
+    eprintln!("{refused} of {trials} flips refused by the read");
+    assert!(refused > 0, "no flip of {trials} made a read refuse");
+}
