@@ -197,6 +197,60 @@ pub(crate) fn last_block_problem(
     })
 }
 
+/// What is wrong when a lookup of the unsealed record of `seq` (session `key`), found where it
+/// is by a walk of the events table in order, does not find it: every read of that seq looks
+/// it up so ([`Records::get`], and [`Records::for_each`] to tell where a range starts). The
+/// pages in order hold the record, so a lookup that misses it means a damaged branch page.
+pub(crate) fn unsealed_search_problem(
+    events: &impl ReadableTable<(u64, u64), &'static [u8]>,
+    key: u64,
+    seq: u64,
+) -> Result<Option<String>, StoreError> {
+    let found = events.get((key, seq)).map_err(StoreError::storage)?;
+    Ok(found.is_none().then(|| {
+        format!(
+            "the events table's index is damaged: a lookup of seq {seq} finds nothing, though \
+             the table's pages in order hold it; reads of it are refused"
+        )
+    }))
+}
+
+/// What is wrong when the range a read of a whole session's unsealed records asks for
+/// ([`Records::for_each`]: from the first unsealed seq, `first`, to the head, past `last`)
+/// does not start at `first` or does not end at `last`, where a walk of the events table in
+/// order found them.
+pub(crate) fn unsealed_range_problem(
+    events: &impl ReadableTable<(u64, u64), &'static [u8]>,
+    key: u64,
+    first: u64,
+    last: u64,
+) -> Result<Option<String>, StoreError> {
+    let mut range = events
+        .range((key, first)..(key, last.saturating_add(1)))
+        .map_err(StoreError::storage)?;
+    let mut ends = [None, None];
+    for (end, entry) in ends.iter_mut().zip([range.next(), range.next_back()]) {
+        if let Some(entry) = entry {
+            *end = Some(entry.map_err(StoreError::storage)?.0.value());
+        }
+    }
+    let [starts, stops] = ends;
+    if starts == Some((key, first)) && stops.is_none_or(|stop| stop == (key, last)) {
+        return Ok(None);
+    }
+    let describe = |found: Option<(u64, u64)>| match found {
+        Some((stored_key, seq)) => format!("seq {seq} (session key {stored_key})"),
+        None => "nothing".to_owned(),
+    };
+    Ok(Some(format!(
+        "the events table's index is damaged: the range of seqs {first}..={last} starts at {} \
+         and ends at {}, though the table's pages in order hold them all; reads of them are \
+         refused",
+        describe(starts),
+        describe(stops.or(starts))
+    )))
+}
+
 /// The first key of a range of the blocks table.
 fn first_key(mut range: PartsRange<'_>) -> Result<Option<(u64, u64, u32)>, StoreError> {
     match range.next() {

@@ -206,15 +206,28 @@ fn verify_session(
             walk.fault(last_block.unwrap_or(0), FaultKind::Missing, message);
         }
     }
+    // Then the unsealed records, each searched for as reads search for it.
     let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
+    let mut unsealed = None;
     for entry in events
         .range((key, 0)..=(key, u64::MAX))
         .map_err(StoreError::storage)?
     {
         let (stored_key, bytes) = entry.map_err(StoreError::storage)?;
+        let seq = stored_key.value().1;
         counts.events += 1;
-        walk.record(stored_key.value().1, bytes.value());
+        walk.record(seq, bytes.value());
+        if let Some(message) = blocks::unsealed_search_problem(&events, key, seq)? {
+            walk.fault(seq, FaultKind::Missing, message);
+        }
+        let (first, _) = unsealed.get_or_insert((seq, seq));
+        unsealed = Some((*first, seq));
         walk.check_kept(fetch_kept)?;
+    }
+    if let Some((first, last)) = unsealed {
+        if let Some(message) = blocks::unsealed_range_problem(&events, key, first, last)? {
+            walk.fault(first, FaultKind::Missing, message);
+        }
     }
     // The journal the latest checkpoint names ends where the session's fact segments end.
     let mut journal_len = None;

@@ -790,3 +790,77 @@ fn damage_to_the_blocks_index_that_reads_refuse_is_found_by_verify() {
     eprintln!("{refused} of {trials} flips refused by the read");
     assert!(refused > 0, "no flip of {trials} made a read refuse");
 }
+
+// Goal: the same for the events table, which holds a session's unsealed records: whatever
+// damage to its index makes a read refuse a session, verify reports too.
+// Method: a closed store of one session of 100 generated events (sealed at the close) and 400
+// small ones appended after a reopen, too few bytes for the close to seal: in the events
+// table, a branch page over its leaves. Bits 0 to 7 of the seq of each separator of that page (the page of the file
+// holding the most copies of the table's keys, none of them consecutive) are flipped one at
+// a time; the store is opened, verified and read whole. A read refused while verify is clean
+// fails the test; at least one flip must make a read refuse.
+#[test]
+fn damage_to_the_events_index_that_reads_refuse_is_found_by_verify() {
+    let (dir, store) = temp_store();
+    let (header, batches) = generated(100, 4);
+    store.create_session(&header).unwrap();
+    let mut next_seq = 0;
+    for batch in batches {
+        next_seq = store.append(&header.id, next_seq, batch).unwrap().next_seq;
+    }
+    drop(store);
+    let store = Store::open(&store_path(&dir)).unwrap();
+    let tail_from = next_seq;
+    let tail: Vec<Event> = (next_seq..next_seq + 400).map(title).collect();
+    next_seq = store.append(&header.id, next_seq, tail).unwrap().next_seq;
+    drop(store);
+    let (_, unsealed) = layout(&dir);
+    assert_eq!(unsealed, 400, "the small events stay unsealed");
+    let clean = std::fs::read(store_path(&dir)).unwrap();
+    let key_of = |seq: u64| {
+        let mut bytes = [0u8; 16];
+        bytes[8..].copy_from_slice(&seq.to_le_bytes());
+        bytes
+    };
+    // Every page's copies of the table's keys.
+    let mut per_page = std::collections::BTreeMap::<usize, Vec<(usize, u64)>>::new();
+    for seq in tail_from..next_seq {
+        let key = key_of(seq);
+        let copies = clean.windows(key.len()).enumerate();
+        for (at, _) in copies.filter(|(_, window)| *window == key) {
+            per_page.entry(at / 4096).or_default().push((at, seq));
+        }
+    }
+    let branch = per_page
+        .values()
+        .filter(|found| found.windows(2).all(|pair| pair[1].1 > pair[0].1 + 1))
+        .max_by_key(|found| found.len())
+        .expect("a page of separators");
+    assert!(branch.len() >= 4, "a branch page: {per_page:?}");
+    let (mut refused, mut trials) = (0, 0);
+    let trial_dir = tempfile::tempdir().unwrap();
+    let trial_path = trial_dir.path().join("trial.redb");
+    for &(at, _) in branch {
+        for bit in 0..8 {
+            let mut bytes = clean.clone();
+            bytes[at + 8] ^= 1 << bit;
+            std::fs::write(&trial_path, &bytes).unwrap();
+            let Ok(store) = Store::open_read_only(&trial_path) else {
+                continue;
+            };
+            trials += 1;
+            let verified = store.verify(&[]);
+            let clean_verify = matches!(&verified, Ok(reports) if reports.iter().all(|r| r.ok()));
+            if let Err(error) = store.read_range(&header.id, 0, u64::MAX) {
+                refused += 1;
+                assert!(
+                    !clean_verify,
+                    "byte {} bit {bit}: verify is clean, the read refuses: {error}",
+                    at + 8
+                );
+            }
+        }
+    }
+    eprintln!("{refused} of {trials} flips refused by the read");
+    assert!(refused > 0, "no flip of {trials} made a read refuse");
+}
