@@ -70,6 +70,20 @@ impl Store {
     /// durable commit, then the WAL restarts), so the session becomes a normal one that no
     /// crash turns back. A session already finished is left as it is.
     pub fn finish_import(&self, session: &str) -> Result<(), StoreError> {
+        // The import's last records, a tail too short to fill a block, are sealed now as the
+        // close would seal them; else the durable commit below flushes them plain into the
+        // events table, and the close seals them from there, leaving their pages free.
+        let tail = self.import_state(session).ok().and_then(|state| {
+            let state = lock(&state);
+            state.importing.then(|| super::sealer::Hint {
+                key: state.key,
+                session: session.to_owned(),
+                genesis: sessionlog_format::record::genesis_chain(&state.header),
+            })
+        });
+        if let Some(hint) = tail {
+            self.sealer.seal_tail(hint);
+        }
         self.check_writable()?;
         let mut wal = lock(&self.wal);
         let wal = wal.as_mut().expect("a writable store has its WAL");

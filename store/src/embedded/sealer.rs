@@ -92,6 +92,9 @@ pub(crate) struct Hint {
 enum Work {
     /// Seal the session's full runs.
     Seal(Hint),
+    /// Seal the session's full runs and its tail, as the closing store does (at least
+    /// [`TAIL_SEAL_BYTES_MIN`]): a session whose writer is done with it (a finished import).
+    SealTail(Hint),
     /// Flush the staged tail into redb.
     Flush,
     /// Reply once the work handed over before this is done.
@@ -139,6 +142,16 @@ impl Sealer {
         }
     }
 
+    /// Asks the thread to seal the session's tail too ([`Work::SealTail`]) and waits until it
+    /// has; at once when it has stopped.
+    pub(crate) fn seal_tail(&self, hint: Hint) {
+        if let Some(hints) = &self.hints {
+            if hints.send(Work::SealTail(hint)).is_ok() {
+                self.settle();
+            }
+        }
+    }
+
     /// Asks the thread to flush the staged tail into redb; ignored once it has stopped.
     pub(crate) fn flush_soon(&self) {
         if let Some(hints) = &self.hints {
@@ -179,25 +192,32 @@ fn run(
     receiver: &Receiver<Work>,
 ) {
     while let Ok(first) = receiver.recv() {
-        // Work that piled up while the last was done: each session once, one flush.
-        let mut sessions = BTreeMap::new();
+        // Work that piled up while the last was done: each session once (its tail too when
+        // any work asked for it), one flush.
+        let mut sessions: BTreeMap<u64, (Hint, bool)> = BTreeMap::new();
         let mut flush = false;
         // Replied to when this round's work is done (dropped unanswered on a failure).
         let mut settles = Vec::new();
         for work in std::iter::once(first).chain(receiver.try_iter()) {
             match work {
                 Work::Seal(hint) => {
-                    sessions.insert(hint.key, hint);
+                    sessions.entry(hint.key).or_insert((hint, false));
+                }
+                Work::SealTail(hint) => {
+                    sessions.entry(hint.key).or_insert((hint, true)).1 = true;
                 }
                 Work::Flush => flush = true,
                 Work::Settle(reply) => settles.push(reply),
             }
         }
-        for hint in sessions.values() {
+        for (hint, tail) in sessions.values() {
             if poisoned.load(Ordering::SeqCst) {
                 return;
             }
-            let sealed = super::guard("sealing", || seal_session(db, staged, hint, moved, None));
+            let tail_min = tail.then_some(TAIL_SEAL_BYTES_MIN);
+            let sealed = super::guard("sealing", || {
+                seal_session(db, staged, hint, moved, tail_min)
+            });
             if let Err(error) = sealed {
                 tracing::error!(session = %hint.session, %error, "sealing failed; the store stops taking writes");
                 poisoned.store(true, Ordering::SeqCst);
