@@ -70,9 +70,13 @@ impl Store {
     /// durable commit, then the WAL restarts), so the session becomes a normal one that no
     /// crash turns back. A session already finished is left as it is.
     pub fn finish_import(&self, session: &str) -> Result<(), StoreError> {
-        // The import's last records, a tail too short to fill a block, are sealed now as the
-        // close would seal them; else the durable commit below flushes them plain into the
-        // events table, and the close seals them from there, leaving their pages free.
+        // A session held whole in its staged tail (too short for the sealer to have sealed a
+        // block of it) is sealed now, as the close would seal it: else the durable commit below
+        // flushes all of it plain into the events table, and the close seals it from there,
+        // leaving its pages free for the compaction. A longer session's tail is left to the
+        // close: sealed here, its block would take fresh pages at the end of the file, where
+        // the close's sealing reuses the pages the durable commit frees (BENCHMARKS.md, "Late
+        // morning on 2026-12-05").
         let tail = self.import_state(session).ok().and_then(|state| {
             let state = lock(&state);
             state.importing.then(|| super::sealer::Hint {
@@ -82,7 +86,9 @@ impl Store {
             })
         });
         if let Some(hint) = tail {
-            self.sealer.seal_tail(hint);
+            if self.nothing_sealed(&hint)? {
+                self.sealer.seal_tail(hint);
+            }
         }
         self.check_writable()?;
         let mut wal = lock(&self.wal);
@@ -106,6 +112,17 @@ impl Store {
             Err(StoreError::Storage(message)) => Err(self.poison(message)),
             Err(other) => Err(other),
         }
+    }
+
+    /// Whether no block of the session is sealed yet, as redb holds it now (without the flush
+    /// of the staged tail that a read transaction of the store makes).
+    fn nothing_sealed(&self, hint: &super::sealer::Hint) -> Result<bool, StoreError> {
+        use redb::ReadableDatabase;
+        let txn = self.db.begin_read().map_err(StoreError::storage)?;
+        let blocks = txn
+            .open_table(super::blocks::BLOCKS)
+            .map_err(StoreError::storage)?;
+        Ok(super::blocks::sealed_end_seq(&blocks, &hint.session, hint.key)? == 0)
     }
 
     /// Rewrites the session's record without the importing flag (the only change WAL replay
