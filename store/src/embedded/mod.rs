@@ -1568,6 +1568,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.redb")).unwrap();
         let txn = store.db.begin_read().unwrap();
+        assert_tables_are_the_ones_looked_for(&txn);
+        assert!(store.tables_ready().unwrap());
+    }
+
+    /// Asserts that the tables `txn` lists are exactly [`table_names`].
+    fn assert_tables_are_the_ones_looked_for(txn: &redb::ReadTransaction) {
         let mut created: Vec<String> = txn
             .list_tables()
             .unwrap()
@@ -1577,7 +1583,6 @@ mod tests {
         let mut looked_for = table_names().map(str::to_owned).to_vec();
         looked_for.sort();
         assert_eq!(created, looked_for);
-        assert!(store.tables_ready().unwrap());
     }
 
     // Goal: a new store file holds every table and its meta record when it is linked into
@@ -1597,15 +1602,7 @@ mod tests {
         {
             let db = Database::open(&path).unwrap();
             let txn = db.begin_read().unwrap();
-            let mut created: Vec<String> = txn
-                .list_tables()
-                .unwrap()
-                .map(|t| t.name().to_owned())
-                .collect();
-            created.sort();
-            let mut looked_for = table_names().map(str::to_owned).to_vec();
-            looked_for.sort();
-            assert_eq!(created, looked_for);
+            assert_tables_are_the_ones_looked_for(&txn);
             let meta = txn.open_table(META).unwrap();
             let stored = meta.get(META_KEY).unwrap().expect("the meta record");
             assert!(!meta_needs_rewrite(Some(stored.value())).unwrap());

@@ -766,24 +766,10 @@ fn damage_to_the_blocks_index_that_reads_refuse_is_found_by_verify() {
     for &at in separators.iter().step_by(step) {
         // Bits 3 to 10 of the seq: a separator moved by 8 to 1024 seqs.
         for bit in 3..11 {
-            let byte = at + 8 + bit / 8;
-            let mut bytes = clean.clone();
-            bytes[byte] ^= 1 << (bit % 8);
-            std::fs::write(&trial_path, &bytes).unwrap();
-            let Ok(store) = Store::open_read_only(&trial_path) else {
-                continue;
-            };
-            trials += 1;
-            let verified = store.verify(&[]);
-            let clean_verify = matches!(&verified, Ok(reports) if reports.iter().all(|r| r.ok()));
-            let read = store.read_range(&header.id, 0, u64::MAX);
-            if let Err(error) = read {
-                refused += 1;
-                assert!(
-                    !clean_verify,
-                    "byte {byte} bit {}: verify is clean, the read refuses: {error}",
-                    bit % 8,
-                );
+            let flip = (at + 8 + bit / 8, bit % 8);
+            if let Some(read_refused) = index_flip_trial(&clean, flip, &trial_path, &header.id) {
+                trials += 1;
+                refused += u32::from(read_refused);
             }
         }
     }
@@ -842,25 +828,41 @@ fn damage_to_the_events_index_that_reads_refuse_is_found_by_verify() {
     let trial_path = trial_dir.path().join("trial.redb");
     for &(at, _) in branch {
         for bit in 0..8 {
-            let mut bytes = clean.clone();
-            bytes[at + 8] ^= 1 << bit;
-            std::fs::write(&trial_path, &bytes).unwrap();
-            let Ok(store) = Store::open_read_only(&trial_path) else {
-                continue;
-            };
-            trials += 1;
-            let verified = store.verify(&[]);
-            let clean_verify = matches!(&verified, Ok(reports) if reports.iter().all(|r| r.ok()));
-            if let Err(error) = store.read_range(&header.id, 0, u64::MAX) {
-                refused += 1;
-                assert!(
-                    !clean_verify,
-                    "byte {} bit {bit}: verify is clean, the read refuses: {error}",
-                    at + 8
-                );
+            if let Some(read_refused) =
+                index_flip_trial(&clean, (at + 8, bit), &trial_path, &header.id)
+            {
+                trials += 1;
+                refused += u32::from(read_refused);
             }
         }
     }
     eprintln!("{refused} of {trials} flips refused by the read");
     assert!(refused > 0, "no flip of {trials} made a read refuse");
+}
+
+/// One trial of the index tests above: `clean` with bit `flip.1` of byte `flip.0` flipped,
+/// written to `path`, opened read-only, verified, and `session` read whole. Fails when the
+/// read refuses and verify is clean; `None` when the open refuses the file, else whether the
+/// read refused.
+fn index_flip_trial(
+    clean: &[u8],
+    flip: (usize, usize),
+    path: &std::path::Path,
+    session: &str,
+) -> Option<bool> {
+    let (byte, bit) = flip;
+    let mut bytes = clean.to_vec();
+    bytes[byte] ^= 1 << bit;
+    std::fs::write(path, &bytes).unwrap();
+    let store = Store::open_read_only(path).ok()?;
+    let verified = store.verify(&[]);
+    let clean_verify = matches!(&verified, Ok(reports) if reports.iter().all(|r| r.ok()));
+    let read = store.read_range(session, 0, u64::MAX);
+    if let Err(error) = &read {
+        assert!(
+            !clean_verify,
+            "byte {byte} bit {bit}: verify is clean, the read refuses: {error}"
+        );
+    }
+    Some(read.is_err())
 }
