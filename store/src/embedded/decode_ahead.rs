@@ -138,6 +138,16 @@ impl Decoded {
         false
     }
 
+    /// The block's header: the decoded block's, else its first part's when that reads and
+    /// names this block's first seq.
+    pub(crate) fn header(&self) -> Option<sessionlog_format::block::BlockHeader> {
+        match &self.block {
+            Ok(block) => Some(block.header),
+            Err(_) => super::blocks::header_of(&self.stored.bytes)
+                .filter(|header| header.first_seq == self.stored.first_seq),
+        }
+    }
+
     /// Rebuilds what is left of the block's records, on the calling thread; then `block` is
     /// what decoding the stored block whole gives (the part check, the crc, the rebuild, the
     /// seq it is keyed at), however the rebuild was split.

@@ -79,11 +79,7 @@ impl Store {
         // morning on 2026-12-05").
         let tail = self.import_state(session).ok().and_then(|state| {
             let state = lock(&state);
-            state.importing.then(|| super::sealer::Hint {
-                key: state.key,
-                session: session.to_owned(),
-                genesis: sessionlog_format::record::genesis_chain(&state.header),
-            })
+            state.importing.then(|| state.hint(session))
         });
         if let Some(hint) = tail {
             if self.nothing_sealed(&hint)? {

@@ -1010,11 +1010,7 @@ impl Store {
             state.stage_checkpoint(group)?;
         }
         if state.pending.take_due() {
-            hints.push(Hint {
-                key: state.key,
-                session: session.clone(),
-                genesis: record::genesis_chain(&state.header),
-            });
+            hints.push(state.hint(&session));
         }
         Ok(AppendAck {
             session,
@@ -1190,11 +1186,7 @@ impl Store {
                     // folds the tail, as it would after a crash.
                     let _ = state.stage_checkpoint(&mut checkpoints);
                 }
-                Some(Hint {
-                    key: state.key,
-                    session: session.clone(),
-                    genesis: record::genesis_chain(&state.header),
-                })
+                Some(state.hint(session))
             })
             .collect();
         self.staged.push(checkpoints);

@@ -82,6 +82,15 @@ pub(crate) fn stored_session_record(
 }
 
 impl SessionState {
+    /// The sealer's hint for this session, named `session`.
+    pub(crate) fn hint(&self, session: &str) -> super::sealer::Hint {
+        super::sealer::Hint {
+            key: self.key,
+            session: session.to_owned(),
+            genesis: record::genesis_chain(&self.header),
+        }
+    }
+
     pub(crate) fn head(&self) -> Head {
         Head {
             next_seq: self.fold.admission().next_seq(),

@@ -189,12 +189,7 @@ fn verify_session(
         if let Some(blocks) = &blocks_table {
             let first_seq = decoded.stored.first_seq;
             last_block = Some(first_seq);
-            let end_seq = match &decoded.block {
-                Ok(block) => Some(block.header.end_seq()),
-                Err(_) => blocks::header_of(&decoded.stored.bytes)
-                    .filter(|header| header.first_seq == first_seq)
-                    .map(|header| header.end_seq()),
-            };
+            let end_seq = decoded.header().map(|header| header.end_seq());
             if let Some(message) = blocks::search_problem(blocks, key, first_seq, end_seq)? {
                 walk.fault(first_seq, FaultKind::Missing, message);
             }
@@ -220,8 +215,8 @@ fn verify_session(
         if let Some(message) = blocks::unsealed_search_problem(&events, key, seq)? {
             walk.fault(seq, FaultKind::Missing, message);
         }
-        let (first, _) = unsealed.get_or_insert((seq, seq));
-        unsealed = Some((*first, seq));
+        let first = unsealed.map_or(seq, |(first, _)| first);
+        unsealed = Some((first, seq));
         walk.check_kept(fetch_kept)?;
     }
     if let Some((first, last)) = unsealed {
@@ -613,8 +608,7 @@ impl Walk {
                     sessionlog_format::block::BlockError::ChainOut => FaultKind::Chain,
                     _ => FaultKind::Decode,
                 };
-                let header =
-                    blocks::header_of(&decoded.stored.bytes).filter(|h| h.first_seq == first_seq);
+                let header = decoded.header();
                 let covered = match header {
                     Some(header) => format!("seqs {first_seq}..{}", header.end_seq()),
                     None => format!("seqs from {first_seq}"),
