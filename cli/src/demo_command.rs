@@ -56,7 +56,7 @@ pub(crate) fn demo(global: Global, args: DemoArgs) -> anyhow::Result<ExitCode> {
         std::io::Write::flush(&mut out)?;
         println!(
             "({omitted} requests that kept the whole previous prefix are not shown; \
-             `sessionlog --db {} requests {session}` lists all)",
+             `sessionlog requests --db {} {session}` lists all)",
             report.store.display()
         );
     }
@@ -84,7 +84,7 @@ pub(crate) fn demo(global: Global, args: DemoArgs) -> anyhow::Result<ExitCode> {
         println!("store written to {}", report.store.display());
         println!("session root at  {}", report.root.display());
         println!(
-            "explore: sessionlog --db {} show {session}",
+            "explore: sessionlog show --db {} {session}",
             report.store.display()
         );
     }

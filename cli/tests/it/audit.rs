@@ -166,6 +166,28 @@ fn demo_runs_end_to_end() {
         text.contains("9 sessions: 9 ok, 0 corrupt, 0 refused"),
         "{text}"
     );
+    // The commands the demo suggests run as printed (the store path has no spaces here).
+    let suggested: Vec<Vec<&str>> = text
+        .lines()
+        .filter_map(|line| {
+            let command = match line.strip_prefix("explore: ") {
+                Some(command) => command,
+                None => line
+                    .split('`')
+                    .nth(1)
+                    .filter(|c| c.starts_with("sessionlog "))?,
+            };
+            Some(command.split_whitespace().skip(1).collect())
+        })
+        .collect();
+    assert!(
+        suggested.iter().any(|args| args.first() == Some(&"show")),
+        "{text}"
+    );
+    for args in &suggested {
+        let run = sessionlog(args);
+        assert_eq!(run.status.code(), Some(0), "{args:?}: {}", stderr(&run));
+    }
 
     let other = tmp.path().join("demo-json");
     let json = sessionlog(&[
