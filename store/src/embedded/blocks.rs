@@ -82,19 +82,19 @@ where
 /// a damaged branch page lands beside the key it looks for). Without this check the block
 /// would read as absent, and a read would end early as if the session ended there.
 fn index_damaged(session: &str, first_seq: u64, stored: (u64, u64, u32)) -> StoreError {
-    let (stored_session, stored_first_seq, part) = stored;
     StoreError::corrupt_at(
         session,
         first_seq,
         format!(
             "the blocks table's index is damaged: asked for the block at {first_seq}, it gave \
-             part {part} of the block at {stored_first_seq} (session key {stored_session})"
+             {}",
+            describe_found(Some(stored))
         ),
     )
 }
 
 /// The first_seq of the block that would hold `seq`: the last block starting at or before it.
-fn block_start_at_or_before(
+pub(crate) fn block_start_at_or_before(
     blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
     session: &str,
     key: u64,
@@ -129,11 +129,12 @@ fn search(
 /// by a walk of the table in order, would not find it. Reads search the table three ways, each
 /// asked here as a read asks it: for the block holding a seq ([`block_start_at_or_before`],
 /// here for the block's first seq and its last, `end_seq - 1`, when its header says where it
-/// ends), for a block's parts ([`block_bytes`]: this block's, and at `end_seq` the next
-/// block's, which must be there or absent), and for its first part alone
+/// ends), for its parts ([`block_bytes`]), and for its first part alone
 /// ([`first_part_header`]). The pages in order hold the block, so a search landing beside it
 /// means a damaged branch page: reads of those seqs are refused ([`index_damaged`]), and a
-/// walk in order never sees it. `None` when every search lands where it should.
+/// walk in order never sees it. `None` when every search lands where it should. (A read also
+/// asks for the parts of the block after this one, at `end_seq`: the next block's own check
+/// asks that, and [`last_block_problem`] asks it after the last block.)
 pub(crate) fn search_problem(
     blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
     key: u64,
@@ -161,58 +162,71 @@ pub(crate) fn search_problem(
         let search = format!("a lookup of the first part of the block at {first_seq}");
         return Ok(Some(landed_beside(&search, None, first_seq)));
     }
+    Ok(None)
+}
+
+/// What is wrong when the searches a read makes past a session's sealed blocks do not land
+/// where a walk of the table in order found the last block (`last`: its first seq and, when
+/// its header says it, its end; `None` with no block): the search for the last block, which
+/// tells a read where the sealed records end ([`sealed_end_seq`], and a read that finds no
+/// block where it looks), and the search for the parts of a block at the last one's end,
+/// which must find none ([`block_bytes`], as a read past the last block asks). `None` when
+/// both do.
+pub(crate) fn last_block_problem(
+    blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
+    key: u64,
+    last: Option<(u64, Option<u64>)>,
+) -> Result<Option<String>, StoreError> {
+    let found = search(blocks, key, u64::MAX)?;
+    let Some((last, end_seq)) = last else {
+        return Ok(found.map(|found| {
+            format!(
+                "the blocks table's index is damaged: a search for the session's last block \
+                 finds {}, though the table's pages in order hold no block of the session",
+                describe_found(Some(found))
+            )
+        }));
+    };
+    if !matches!(found, Some((k, s, _)) if (k, s) == (key, last)) {
+        let search = "a search for the session's last block";
+        return Ok(Some(landed_beside(search, found, last)));
+    }
     if let Some(end_seq) = end_seq {
-        let next = first_key(parts(blocks, key, end_seq)?)?;
-        if next.is_some_and(|found| found != (key, end_seq, 0)) {
-            let search = format!("a search for the block after it, at {end_seq},");
-            return Ok(Some(landed_beside(&search, next, first_seq)));
+        let after = first_key(parts(blocks, key, end_seq)?)?;
+        if after.is_some() {
+            let search = format!("a search for a block after it, at {end_seq},");
+            return Ok(Some(landed_beside(&search, after, last)));
         }
     }
     Ok(None)
 }
 
-/// What is wrong when the search for a session's last block, which a read makes to tell where
-/// its sealed records end ([`sealed_end_seq`], and a read that finds no block where it looks),
-/// does not land on the last block a walk of the table in order found (`last`, its first seq;
-/// `None` with no block). `None` when it does.
-pub(crate) fn last_block_problem(
-    blocks: &impl ReadableTable<(u64, u64, u32), &'static [u8]>,
-    key: u64,
-    last: Option<u64>,
-) -> Result<Option<String>, StoreError> {
-    let found = search(blocks, key, u64::MAX)?;
-    Ok(match (found, last) {
-        (None, None) => None,
-        (Some((k, s, _)), Some(last)) if (k, s) == (key, last) => None,
-        (found, Some(last)) => Some(landed_beside(
-            "a search for the session's last block",
-            found,
-            last,
-        )),
-        (found, None) => Some(format!(
-            "the blocks table's index is damaged: a search for the session's last block finds \
-             {}, though the table's pages in order hold no block of the session",
-            describe_found(found)
-        )),
-    })
-}
-
-/// What is wrong when a lookup of the unsealed record of `seq` (session `key`), found where it
-/// is by a walk of the events table in order, does not find it: every read of that seq looks
-/// it up so ([`Records::get`], and [`Records::for_each`] to tell where a range starts). The
-/// pages in order hold the record, so a lookup that misses it means a damaged branch page.
-pub(crate) fn unsealed_search_problem(
+/// Whether a lookup of the unsealed record of `seq` (session `key`), found where it is by a
+/// walk of the events table in order, finds it: every read of that seq looks it up so
+/// ([`Records::get`], and [`Records::for_each`] to tell where a range starts). The pages in
+/// order hold the record, so a lookup that misses it means a damaged branch page.
+pub(crate) fn unsealed_found(
     events: &impl ReadableTable<(u64, u64), &'static [u8]>,
     key: u64,
     seq: u64,
-) -> Result<Option<String>, StoreError> {
-    let found = events.get((key, seq)).map_err(StoreError::storage)?;
-    Ok(found.is_none().then(|| {
-        format!(
-            "the events table's index is damaged: a lookup of seq {seq} finds nothing, though \
-             the table's pages in order hold it; reads of it are refused"
-        )
-    }))
+) -> Result<bool, StoreError> {
+    Ok(events
+        .get((key, seq))
+        .map_err(StoreError::storage)?
+        .is_some())
+}
+
+/// The fault of the lookups of the unsealed records `first..=last` that found nothing
+/// ([`unsealed_found`]): one fault for a run of them, since one damaged separator hides many.
+pub(crate) fn unsealed_lookup_fault(first: u64, last: u64) -> String {
+    let seqs = match first == last {
+        true => format!("a lookup of seq {first} finds"),
+        false => format!("lookups of seqs {first}..={last} find"),
+    };
+    format!(
+        "the events table's index is damaged: {seqs} nothing, though the table's pages in \
+         order hold them; reads of them are refused"
+    )
 }
 
 /// What is wrong when the range a read of a whole session's unsealed records asks for

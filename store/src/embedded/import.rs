@@ -118,7 +118,9 @@ impl Store {
         let blocks = txn
             .open_table(super::blocks::BLOCKS)
             .map_err(StoreError::storage)?;
-        Ok(super::blocks::sealed_end_seq(&blocks, &hint.session, hint.key)? == 0)
+        let last =
+            super::blocks::block_start_at_or_before(&blocks, &hint.session, hint.key, u64::MAX)?;
+        Ok(last.is_none())
     }
 
     /// Rewrites the session's record without the importing flag (the only change WAL replay

@@ -154,6 +154,8 @@ fn create_file(path: &Path) -> Result<(), StoreError> {
             .create_with_backend(unsynced::UnsyncedFile(backend))
             .map_err(|e| io(temp, e.into()))?;
         let mut txn = db.begin_write().map_err(|e| io(temp, e.into()))?;
+        // A durable commit, so the file's header names it (its syncs are the backend's
+        // no-ops; the publisher's sync makes it durable).
         txn.set_durability(Durability::Immediate)
             .map_err(|e| io(temp, e.into()))?;
         // The tables and the meta record too, so that the first open commits nothing.

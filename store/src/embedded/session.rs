@@ -287,7 +287,8 @@ impl AsRef<[u8]> for SegmentRow<'_> {
 /// version: derived data this build neither reads nor judges, which readers and `verify` pass
 /// over as if it were absent (docs/format.md, "Checkpoint record").
 pub(crate) fn is_stale_checkpoint(bytes: &[u8]) -> bool {
-    tables::decode_checkpoint(bytes).is_ok_and(|record| record.version != FOLD_CHECKPOINT_VERSION)
+    tables::decode_checkpoint_header(bytes)
+        .is_ok_and(|header| header.version != FOLD_CHECKPOINT_VERSION)
 }
 
 /// A checkpoint record's header and its body decompressed (the binary JSON of the fold
@@ -412,7 +413,7 @@ fn nearest_checkpoint(
     }
     let mut usable = Vec::with_capacity(candidates.len());
     for (key, bytes) in candidates {
-        let Ok(header) = tables::decode_checkpoint(&bytes) else {
+        let Ok(header) = tables::decode_checkpoint_header(&bytes) else {
             continue;
         };
         let next_seq = header.next_seq;
@@ -562,7 +563,8 @@ fn check_reached(
     }
     let checkpoints = txn.open_table(CHECKPOINTS).map_err(StoreError::storage)?;
     let checkpoint = checkpoints.get(key).map_err(StoreError::storage)?;
-    if let Some(next_seq) = checkpoint.and_then(|b| tables::checkpoint_next_seq(b.value())) {
+    let header = checkpoint.and_then(|b| tables::decode_checkpoint_header(b.value()).ok());
+    if let Some(next_seq) = header.map(|header| header.next_seq) {
         stored_end = stored_end.max(next_seq);
     }
     if end_seq < stored_end.min(to_seq) {

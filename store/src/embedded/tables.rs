@@ -230,29 +230,37 @@ pub(crate) fn encode_checkpoint(record: &CheckpointRecord) -> Vec<u8> {
 }
 
 pub(crate) fn decode_checkpoint(bytes: &[u8]) -> Result<CheckpointRecord, String> {
+    let header = decode_checkpoint_header(bytes)?;
+    Ok(CheckpointRecord {
+        version: header.version,
+        next_seq: header.next_seq,
+        chain: header.chain,
+        body: bytes[CHECKPOINT_HEADER_BYTES..].to_vec(),
+    })
+}
+
+/// A checkpoint record's fixed fields, its crc checked over the whole record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CheckpointHeader {
+    pub(crate) version: u32,
+    pub(crate) next_seq: u64,
+    pub(crate) chain: ChainHash,
+}
+
+/// What [`decode_checkpoint`] gives but the body: for the readers that only need where a
+/// checkpoint stands, without copying it.
+pub(crate) fn decode_checkpoint_header(bytes: &[u8]) -> Result<CheckpointHeader, String> {
     if bytes.len() < CHECKPOINT_HEADER_BYTES {
         return Err("checkpoint record is too short".to_owned());
     }
     if crc32(&bytes[4..]) != u32_le(&bytes[..4]) {
         return Err("checkpoint record checksum mismatch".to_owned());
     }
-    Ok(CheckpointRecord {
+    Ok(CheckpointHeader {
         version: u32_le(&bytes[4..8]),
         next_seq: u64::from_le_bytes(bytes[8..16].try_into().expect("8-byte field")),
         chain: bytes[16..48].try_into().expect("32-byte field"),
-        body: bytes[CHECKPOINT_HEADER_BYTES..].to_vec(),
     })
-}
-
-/// The next_seq of a checkpoint record whose crc holds (what [`decode_checkpoint`] gives,
-/// without copying the body).
-pub(crate) fn checkpoint_next_seq(bytes: &[u8]) -> Option<u64> {
-    if bytes.len() < CHECKPOINT_HEADER_BYTES || crc32(&bytes[4..]) != u32_le(&bytes[..4]) {
-        return None;
-    }
-    Some(u64::from_le_bytes(
-        bytes[8..16].try_into().expect("8-byte field"),
-    ))
 }
 
 fn crc32(bytes: &[u8]) -> u32 {

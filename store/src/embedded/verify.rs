@@ -188,8 +188,8 @@ fn verify_session(
         walk.block(decoded);
         if let Some(blocks) = &blocks_table {
             let first_seq = decoded.stored.first_seq;
-            last_block = Some(first_seq);
             let end_seq = decoded.header().map(|header| header.end_seq());
+            last_block = Some((first_seq, end_seq));
             if let Some(message) = blocks::search_problem(blocks, key, first_seq, end_seq)? {
                 walk.fault(first_seq, FaultKind::Missing, message);
             }
@@ -198,12 +198,16 @@ fn verify_session(
     })?;
     if let Some(blocks) = &blocks_table {
         if let Some(message) = blocks::last_block_problem(blocks, key, last_block)? {
-            walk.fault(last_block.unwrap_or(0), FaultKind::Missing, message);
+            let seq = last_block.map_or(0, |(first_seq, _)| first_seq);
+            walk.fault(seq, FaultKind::Missing, message);
         }
     }
     // Then the unsealed records, each searched for as reads search for it.
     let events = txn.open_table(EVENTS).map_err(StoreError::storage)?;
     let mut unsealed = None;
+    // A run of records whose lookups found nothing is one fault, at the run's first seq, its
+    // message widened as the run goes on (the faults stay in seq order).
+    let mut not_found: Option<(usize, u64)> = None;
     for entry in events
         .range((key, 0)..=(key, u64::MAX))
         .map_err(StoreError::storage)?
@@ -212,8 +216,17 @@ fn verify_session(
         let seq = stored_key.value().1;
         counts.events += 1;
         walk.record(seq, bytes.value());
-        if let Some(message) = blocks::unsealed_search_problem(&events, key, seq)? {
-            walk.fault(seq, FaultKind::Missing, message);
+        if blocks::unsealed_found(&events, key, seq)? {
+            not_found = None;
+        } else if let Some((index, first)) = not_found {
+            walk.report.faults[index].message = blocks::unsealed_lookup_fault(first, seq);
+        } else {
+            not_found = Some((walk.report.faults.len(), seq));
+            walk.fault(
+                seq,
+                FaultKind::Missing,
+                blocks::unsealed_lookup_fault(seq, seq),
+            );
         }
         let first = unsealed.map_or(seq, |(first, _)| first);
         unsealed = Some((first, seq));
@@ -474,10 +487,10 @@ pub(crate) fn read_checkpoint(
 /// build's. A body that cannot be decoded is reported when [`Walk::finish`] reads it.
 fn read_checkpoint_seq(txn: &ReadTransaction, key: u64) -> Result<Option<u64>, StoreError> {
     with_checkpoint_record(txn, key, |bytes| {
-        tables::decode_checkpoint(bytes)
+        tables::decode_checkpoint_header(bytes)
             .ok()
-            .filter(|record| record.version == FOLD_CHECKPOINT_VERSION)
-            .map(|record| record.next_seq)
+            .filter(|header| header.version == FOLD_CHECKPOINT_VERSION)
+            .map(|header| header.next_seq)
     })
 }
 
