@@ -86,6 +86,7 @@ impl Store {
                 self.sealer.seal_tail(hint);
             }
         }
+        // After the sealing, which may have stopped the store's writes.
         self.check_writable()?;
         let mut wal = lock(&self.wal);
         let wal = wal.as_mut().expect("a writable store has its WAL");

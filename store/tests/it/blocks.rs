@@ -12,6 +12,7 @@ use sessionlog_store::embedded::verify::FaultKind;
 use sessionlog_store::embedded::{Store, StoreError};
 use sessionlog_store::log_store::{LogStore, READ_EVENTS_MAX};
 
+use crate::harness::append_all;
 use crate::support::*;
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -529,12 +530,7 @@ fn unallocated_bytes(path: &std::path::Path) -> (u64, u64) {
 fn a_closed_store_keeps_few_unallocated_pages() {
     let (dir, store) = temp_store();
     let (header, batches) = generated(6000, 11);
-    store.create_session(&header).unwrap();
-    let mut next = 0;
-    for batch in &batches {
-        store.append(&header.id, next, batch.clone()).unwrap();
-        next += batch.len() as u64;
-    }
+    let next = append_all(&store, &header, &batches);
     drop(store);
     let (file, unallocated) = unallocated_bytes(&store_path(&dir));
     assert!(
@@ -573,11 +569,7 @@ fn a_lost_block_never_reads_as_a_shorter_session() {
             .find_map(|n_events| {
                 let (dir, store) = temp_store();
                 let (header, batches) = generated(n_events, 4);
-                store.create_session(&header).unwrap();
-                let mut next_seq = 0;
-                for batch in batches {
-                    next_seq = store.append(&header.id, next_seq, batch).unwrap().next_seq;
-                }
+                let next_seq = append_all(&store, &header, &batches);
                 drop(store);
                 let (starts, n_unsealed) = layout(&dir);
                 (n_unsealed == 0).then_some((dir, header, next_seq, starts))
@@ -792,11 +784,7 @@ fn damage_to_the_blocks_index_that_reads_refuse_is_found_by_verify() {
 fn damage_to_the_events_index_that_reads_refuse_is_found_by_verify() {
     let (dir, store) = temp_store();
     let (header, batches) = generated(100, 4);
-    store.create_session(&header).unwrap();
-    let mut next_seq = 0;
-    for batch in batches {
-        next_seq = store.append(&header.id, next_seq, batch).unwrap().next_seq;
-    }
+    let mut next_seq = append_all(&store, &header, &batches);
     drop(store);
     let store = Store::open(&store_path(&dir)).unwrap();
     let tail_from = next_seq;

@@ -84,7 +84,8 @@ pub fn session(test: &str, n_events: u64) -> (SessionHeader, Vec<Vec<Event>>) {
     (header, batches)
 }
 
-pub fn append_all(store: &dyn LogStore, header: &SessionHeader, batches: &[Vec<Event>]) {
+/// Creates the session of `header` and appends `batches` in order; returns its next seq.
+pub fn append_all(store: &dyn LogStore, header: &SessionHeader, batches: &[Vec<Event>]) -> u64 {
     store.create_session(header, false).unwrap();
     let mut next_seq = 0;
     for batch in batches {
@@ -98,6 +99,7 @@ pub fn append_all(store: &dyn LogStore, header: &SessionHeader, batches: &[Vec<E
         assert_eq!(ack.first_seq, next_seq);
         next_seq = ack.next_seq;
     }
+    next_seq
 }
 
 /// A new empty database beside the suite's (`<db>_<tag>_<pid>_<nanos>`); its URL.
